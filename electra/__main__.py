@@ -1,0 +1,3 @@
+from electra.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The `electra` command line."""

@@ -1,0 +1,69 @@
+"""Entry point of the `electra` console script.
+
+Every subcommand lives in its own module with a `register(subparsers)` function; heavy imports (torch,
+onnxruntime, ...) happen inside the handlers so `electra --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from electra import __version__
+from electra.errors import ElectraError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line (exit 2) instead of the usage block."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from electra.cli import data_cmd, demo_cmd, tokenizer_cmd
+
+    parser = _Parser(
+        prog="electra",
+        description="Pre-train, fine-tune, export and serve ELECTRA text encoders.",
+    )
+    parser.add_argument("--version", action="version", version=f"electra {__version__}")
+    parser.add_argument(
+        "--debug", action="store_true", help="show full tracebacks on errors (also ELECTRA_DEBUG=1)"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for module in (tokenizer_cmd, data_cmd, demo_cmd):
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    debug = args.debug or os.environ.get("ELECTRA_DEBUG", "") not in ("", "0")
+    try:
+        return int(args.handler(args) or 0)
+    except ElectraError as e:
+        if debug:
+            traceback.print_exc()
+        print(f"electra: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("electra: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `electra ... | head` closing the pipe is not an error worth a traceback.
+        return 0
+    except Exception as e:  # the last line of defence: never show a bare traceback to a user
+        if debug:
+            traceback.print_exc()
+        else:
+            print(
+                f"electra: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
+                file=sys.stderr,
+            )
+        return 1

@@ -1,0 +1,84 @@
+"""`electra tokenizer`: train a WordPiece tokenizer, or show how one splits a text."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from electra.cli.common import add_progress_flag, demo_corpus, positive_int, show_progress
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tokenizer", help="train or inspect a WordPiece tokenizer")
+    tsub = p.add_subparsers(dest="tokenizer_command", metavar="SUBCOMMAND", parser_class=type(p))
+    tsub.required = True
+
+    t = tsub.add_parser(
+        "train",
+        help="train a BERT-style WordPiece tokenizer on a corpus",
+        description="Train a WordPiece tokenizer (BERT normalisation, [PAD]=0 [UNK] [CLS] [SEP] [MASK]) and "
+        "write tokenizer.json, vocab.txt and the Hugging Face tokenizer config to --out.",
+    )
+    t.add_argument(
+        "--corpus",
+        nargs="+",
+        metavar="PATH",
+        help="text files, directories or glob patterns (.txt/.gz/.bz2/.xz, WikiExtractor <doc> files); "
+        "default: the embedded demo corpus",
+    )
+    t.add_argument("--vocab-size", type=positive_int, default=30522, help="vocabulary size (default 30522)")
+    t.add_argument("--min-frequency", type=positive_int, default=2, help="minimum pair frequency (default 2)")
+    t.add_argument(
+        "--cased", action="store_true", help="keep case and accents (default: lower-case, strip accents)"
+    )
+    t.add_argument("--out", type=Path, required=True, help="output directory")
+    t.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    add_progress_flag(t)
+    t.set_defaults(handler=train)
+
+    s = tsub.add_parser("show", help="print the tokens of a text with their character offsets")
+    s.add_argument("--tokenizer", required=True, help="tokenizer.json, vocab.txt or a model directory")
+    s.add_argument("text", nargs="?", help="text to tokenize (default: read stdin)")
+    s.set_defaults(handler=show)
+
+
+def train(args: argparse.Namespace) -> int:
+    from electra.atomic import atomic_dir, check_output_dir
+    from electra.tokenizer import save_tokenizer
+    from electra.training.corpus import CorpusStats, iter_corpus_lines, resolve_sources
+    from electra.training.tokenizer_train import train_tokenizer
+
+    check_output_dir(args.out, args.overwrite)
+    progress = show_progress(args)
+    paths = resolve_sources(args.corpus) if args.corpus else [demo_corpus(progress=progress)]
+    stats = CorpusStats()
+    start = time.perf_counter()
+    tok = train_tokenizer(
+        iter_corpus_lines(paths, stats),
+        vocab_size=args.vocab_size,
+        cased=args.cased,
+        min_frequency=args.min_frequency,
+        show_progress=progress,
+    )
+    with atomic_dir(args.out, overwrite=args.overwrite) as tmp:
+        save_tokenizer(tok, tmp)
+    for path, n in stats.undecodable_bytes.items():
+        print(f"warning: {n} undecodable bytes in {path} were replaced with U+FFFD", file=sys.stderr)
+    print(
+        f"wrote {args.out}: vocabulary of {tok.get_vocab_size():,} from {len(paths)} file(s), "
+        f"{stats.bytes_read / 1e6:.1f} MB, in {time.perf_counter() - start:.1f} s"
+    )
+    return 0
+
+
+def show(args: argparse.Namespace) -> int:
+    from electra.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(args.tokenizer)
+    text = args.text if args.text is not None else sys.stdin.read()
+    enc = tok.encode(text)
+    for token, token_id, (start, end) in zip(enc.tokens, enc.ids, enc.offsets, strict=True):
+        print(f"{token_id:>7}  {start:>5}:{end:<5}  {token:<16}  {text[start:end]!r}")
+    return 0

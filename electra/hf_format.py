@@ -1,0 +1,230 @@
+"""Read and write the standard Hugging Face model directory: config.json + model.safetensors.
+
+A directory written by `save_hf_dir` loads with transformers' `ElectraForPreTraining` / `ElectraForMaskedLM` /
+`ElectraForSequenceClassification.from_pretrained` with no missing or unexpected weights, and `load_hf_dir`
+reads what transformers' `save_pretrained` writes (model.safetensors, or a legacy pytorch_model.bin).
+
+Tied weights: like transformers, the generator's output weight (`generator_lm_head.weight`, the same Parameter
+as `electra.embeddings.word_embeddings.weight`) is not written; transformers re-ties it on load and so do we.
+safetensors also refuses to store two names for one tensor, so omitting it is the only faithful option.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from electra.atomic import atomic_dir
+from electra.config import ARCHITECTURES, ElectraConfig
+from electra.errors import InputError
+from electra.model import ElectraGenerator, ElectraHeadModel, Kind, build_model
+
+log = logging.getLogger(__name__)
+
+CONFIG_NAME = "config.json"
+SAFETENSORS_NAME = "model.safetensors"
+PYTORCH_NAME = "pytorch_model.bin"
+TIED_KEY = "generator_lm_head.weight"
+WORD_EMBEDDINGS_KEY = "electra.embeddings.word_embeddings.weight"
+# Index buffers that older transformers releases stored with the weights.
+BUFFER_KEYS = ("electra.embeddings.position_ids", "electra.embeddings.token_type_ids")
+BACKBONE_PREFIX = "electra."
+
+
+@dataclass
+class LoadReport:
+    """What load_hf_dir did besides copying weights one for one.
+
+    newly_initialized: model keys absent from the checkpoint (or, with config overrides, of a different head
+        shape), left at their fresh HF-style init -- e.g. the classifier head when fine-tuning from a
+        pre-trained discriminator. Only head keys can be here; a missing backbone weight is an error.
+    unused: checkpoint keys the model has no place for (another head's weights).
+    """
+
+    kind: Kind
+    source_architecture: str | None
+    weights_file: Path
+    newly_initialized: list[str] = field(default_factory=list)
+    unused: list[str] = field(default_factory=list)
+
+
+def save_hf_dir(
+    model: ElectraHeadModel,
+    out_dir: str | Path,
+    overwrite: bool = False,
+    extra_files: dict[str, bytes] | None = None,
+) -> Path:
+    """Write config.json + model.safetensors (+ extra_files, e.g. tokenizer.json) as one atomic directory."""
+    out = Path(out_dir)
+    extra_files = extra_files or {}
+    for name in extra_files:
+        rel = Path(name)
+        if rel.is_absolute() or ".." in rel.parts or name in (CONFIG_NAME, SAFETENSORS_NAME):
+            raise InputError(
+                f"extra file name {name!r} must be a relative path inside {out}, not a model file"
+            )
+    state = model.state_dict()
+    if isinstance(model, ElectraGenerator):
+        state.pop(TIED_KEY)
+    tensors = {k: v.detach().cpu().contiguous() for k, v in state.items()}
+    dtype = next((v.dtype for v in tensors.values() if v.is_floating_point()), torch.float32)
+    config = model.config.to_hf_dict(model.hf_architecture, dtype=str(dtype).removeprefix("torch."))
+    with atomic_dir(out, overwrite) as tmp:
+        (tmp / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        # transformers refuses a safetensors file whose metadata lacks format=pt.
+        save_file(tensors, str(tmp / SAFETENSORS_NAME), metadata={"format": "pt"})
+        for name, data in extra_files.items():
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / name).write_bytes(data)
+    return out
+
+
+def load_hf_dir(path: str | Path, kind: Kind | None = None, **config_overrides: Any) -> ElectraHeadModel:
+    """Our model from a Hugging Face ELECTRA directory, in eval mode (as from_pretrained), fp32 parameters.
+
+    kind: "discriminator" | "generator" | "classifier"; None infers it from config.json's `architectures`.
+    config_overrides: ElectraConfig fields to change (e.g. num_labels=3, attn_impl="math"); a head whose
+    shape they change is freshly initialised instead of loaded.
+    Keys left at their fresh init are logged (warning); load_hf_dir_with_report returns them.
+    """
+    return load_hf_dir_with_report(path, kind, **config_overrides)[0]
+
+
+def load_hf_dir_with_report(
+    path: str | Path, kind: Kind | None = None, **config_overrides: Any
+) -> tuple[ElectraHeadModel, LoadReport]:
+    """load_hf_dir, also returning which keys were newly initialised and which were unused."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(
+            f"{path}: no such directory; pass a model directory (config.json + model.safetensors)"
+        )
+    if not path.is_dir():
+        raise InputError(f"{path}: not a directory; pass a model directory (config.json + model.safetensors)")
+    config_path = path / CONFIG_NAME
+    if not config_path.is_file():
+        raise InputError(
+            f"{path}: no {CONFIG_NAME}; pass a directory saved by `save_pretrained` or this tool"
+        )
+    raw = _read_json(config_path)
+    cfg = ElectraConfig.from_hf_dict(raw, source=config_path)
+    archs = raw.get("architectures") or []
+    source_arch = archs[0] if isinstance(archs, list) and archs else None
+    if kind is None:
+        if source_arch not in ARCHITECTURES:
+            raise InputError(
+                f"{config_path}: architecture {source_arch!r} does not say which head to load; "
+                f"pass kind= one of discriminator, generator, classifier"
+            )
+        kind = cast(Kind, ARCHITECTURES[source_arch])
+    if kind == "generator" and raw.get("tie_word_embeddings", True) is False:
+        raise InputError(
+            f"{config_path}: tie_word_embeddings is false; only tied ELECTRA generators are supported"
+        )
+    if config_overrides:
+        cfg = cfg.replace(**config_overrides)
+
+    weights_file, state = _read_weights(path)
+    state = _normalize_keys(state)
+    model = build_model(kind, cfg)
+    report = LoadReport(kind=kind, source_architecture=source_arch, weights_file=weights_file)
+
+    expected = {k: v.shape for k, v in model.state_dict().items()}
+    if isinstance(model, ElectraGenerator):
+        # The output weight is the word-embedding Parameter: loading that key loads both.
+        expected.pop(TIED_KEY)
+        state.pop(TIED_KEY, None)
+    missing = [k for k in expected if k not in state]
+    unused = [k for k in state if k not in expected]
+    mismatched = [k for k in expected if k in state and tuple(state[k].shape) != tuple(expected[k])]
+    for keys, what in ((missing, "misses"), (unused, "has unexpected"), (mismatched, "has mis-shaped")):
+        backbone = [k for k in keys if k.startswith(BACKBONE_PREFIX)]
+        if backbone:
+            raise InputError(
+                f"{weights_file}: {what} encoder weights ({_describe(backbone, state, expected)}); "
+                f"the weights do not match {config_path}"
+            )
+    if mismatched and not config_overrides:
+        raise InputError(
+            f"{weights_file}: head weights do not match {config_path} "
+            f"({_describe(mismatched, state, expected)}); fix config.json, or pass config overrides to "
+            "re-initialise the head"
+        )
+    for k in mismatched:
+        del state[k]
+    for k in unused:
+        del state[k]
+    model.load_state_dict(state, strict=False)
+    model.eval()
+
+    report.newly_initialized = sorted(missing + mismatched)
+    report.unused = sorted(unused)
+    if report.newly_initialized:
+        log.warning(
+            "%s: loaded as %s; newly initialised (train before use): %s",
+            path,
+            kind,
+            ", ".join(report.newly_initialized),
+        )
+    if report.unused:
+        log.info("%s: unused checkpoint weights: %s", path, ", ".join(report.unused))
+    return model, report
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"{path}: not a readable JSON file ({e}); pass an ELECTRA config.json") from None
+    if not isinstance(d, dict):
+        raise InputError(f"{path}: expected a JSON object; pass an ELECTRA config.json")
+    return d
+
+
+def _read_weights(path: Path) -> tuple[Path, dict[str, torch.Tensor]]:
+    safetensors_file, pytorch_file = path / SAFETENSORS_NAME, path / PYTORCH_NAME
+    if safetensors_file.is_file():
+        try:
+            return safetensors_file, load_file(str(safetensors_file), device="cpu")
+        except (SafetensorError, OSError, ValueError) as e:
+            raise InputError(
+                f"{safetensors_file}: unreadable safetensors file ({e}); re-save the model"
+            ) from None
+    if pytorch_file.is_file():
+        try:
+            state = torch.load(pytorch_file, map_location="cpu", weights_only=True)
+        except Exception as e:  # torch.load raises many types (pickle, zip, runtime) for a bad file
+            raise InputError(
+                f"{pytorch_file}: unreadable PyTorch checkpoint ({e}); re-save the model"
+            ) from None
+        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+            raise InputError(f"{pytorch_file}: not a state dict of tensors; re-save the model")
+        return pytorch_file, state
+    if any(path.glob("*.index.json")):
+        raise InputError(f"{path}: sharded checkpoints are not supported; re-save with one weights file")
+    raise InputError(f"{path}: no {SAFETENSORS_NAME} or {PYTORCH_NAME}; pass a complete model directory")
+
+
+def _normalize_keys(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    # A bare ElectraModel checkpoint has no "electra." prefix (transformers' base_model_prefix).
+    if not any(k.startswith(BACKBONE_PREFIX) for k in state):
+        state = {BACKBONE_PREFIX + k: v for k, v in state.items()}
+    return {k: v for k, v in state.items() if k not in BUFFER_KEYS}
+
+
+def _describe(keys: list[str], state: dict[str, torch.Tensor], expected: dict[str, torch.Size]) -> str:
+    parts = []
+    for k in keys[:3]:
+        if k in state and k in expected:
+            parts.append(f"{k}: file {tuple(state[k].shape)} vs model {tuple(expected[k])}")
+        else:
+            parts.append(k)
+    more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+    return ", ".join(parts) + more

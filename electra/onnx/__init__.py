@@ -1,0 +1,1 @@
+"""Export of discriminators and classifiers to fused ONNX bundles."""

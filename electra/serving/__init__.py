@@ -1,0 +1,1 @@
+"""The Litestar inference server (ONNX Runtime + tokenizers; no torch, no transformers)."""

@@ -1,0 +1,1 @@
+"""Pre-training data pipeline, pre-training and fine-tuning (PyTorch)."""

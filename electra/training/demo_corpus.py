@@ -1,0 +1,393 @@
+"""A demo pre-training corpus that exists on every machine with this package: Python docstrings.
+
+The CLI must be able to run its main job offline and without any corpus, so it falls back to English prose
+that ships with Python itself: the docstrings of the installed modules (standard library first, since it is
+always there, then site-packages). Sources are parsed with `ast`, never imported, so nothing runs and
+broken or Python-2 files are simply skipped. The result is clearly labelled a demo corpus; real training
+data comes through --corpus.
+
+Output format (what the corpus reader expects): UTF-8 text, one paragraph per line, a blank line between
+documents. One docstring is one document; its blank-line separated paragraphs are re-flowed onto one line.
+
+Only prose is kept. The filters are deliberately simple line/paragraph heuristics:
+
+* doctest blocks (``>>>`` / ``...``) and reST directives or comments (``.. note::``) are dropped up to the
+  next blank line;
+* reST/Sphinx field lists (``:param x:``) likewise, numpydoc ``name : type`` lines, numpydoc section
+  headers with their underlines, and Google-style headers (``Args:``, ``Returns:`` ...);
+* lines indented by 3+ columns (after the docstring's common indentation is removed) are code blocks,
+  literal blocks or field bodies, so they are dropped;
+* lines that are mostly punctuation, digits or symbols (underlines, tables) are dropped;
+* inline reST markup (``:func:`x```, ````x````, ``*x*``) is reduced to its text;
+* a paragraph survives only with at least 6 words, at least 70% ASCII letters among its non-space
+  characters, at most 2% non-ASCII characters and nothing unprintable;
+* identical paragraphs are written once (many docstrings repeat), and documents left empty are dropped.
+"""
+
+from __future__ import annotations
+
+import ast
+import gc
+import os
+import re
+import site
+import sys
+import sysconfig
+import time
+import warnings
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from electra.atomic import atomic_write_bytes
+
+DEMO_CORPUS_LABEL = (
+    "demo corpus: docstrings of the installed Python modules (not real training data; pass --corpus for that)"
+)
+
+# Directories that hold test suites, test data (lib2to3's Python 2 fixtures), IDLE's GUI strings, caches,
+# or third-party packages (scanned separately, after the stdlib, so the stdlib always comes first).
+_SKIP_DIRS = frozenset(
+    {"test", "tests", "idle_test", "idlelib", "site-packages", "dist-packages", "__pycache__"}
+)
+# Multi-megabyte .py files are generated tables or vendored bundles: slow to parse, no prose.
+_MAX_FILE_BYTES = 4_000_000
+_MIN_WORDS = 6
+_MIN_LETTER_SHARE = 0.7
+_MAX_NON_ASCII_SHARE = 0.02
+# Indentation (after the docstring's common indent is removed) from which a line is code or a field body;
+# 1-2 columns are bullet-list continuations, which are prose.
+_CODE_INDENT = 3
+# Files per task sent to a worker: big enough to amortise pickling, small enough that stopping at
+# max_bytes wastes little work.
+_CHUNK_FILES = 16
+
+_GOOGLE_HEADER_RE = re.compile(
+    r"(Args|Arguments|Attributes|Example|Examples|Keyword Args|Keyword Arguments|Methods|Note|Notes|"
+    r"Other Parameters|Parameters|Params|Raise|Raises|References|Return|Returns|See Also|Shape|Todo|"
+    r"Usage|Warning|Warnings|Warns|Yield|Yields)\s*:",
+    re.IGNORECASE,
+)
+_FIELD_RE = re.compile(r":[^\s:`][^:`]*:(\s|$)")
+_NUMPYDOC_PARAM_RE = re.compile(r"\*{0,2}[A-Za-z_][\w.]*(\s*,\s*\*{0,2}[A-Za-z_][\w.]*)*\s+:(\s|$)")
+_BULLET_RE = re.compile(r"([-*+•]|\d{1,2}[.)]|#\.)\s+")
+_UNDERLINE_RE = re.compile(r"([-=~^*+#`'\".:_])\1{2,}\s*")
+_ROLE_RE = re.compile(r":[\w.+-]+(?::[\w.+-]+)*:`([^`]*)`")
+# A role whose closing backtick sat on a dropped (indented) line.
+_ROLE_PREFIX_RE = re.compile(r":[\w.+-]+(?::[\w.+-]+)*:`")
+_LITERAL_RE = re.compile(r"``([^`]*)``")
+_INTERPRETED_RE = re.compile(r"`([^`]*)`(__?)?")
+_STRONG_RE = re.compile(r"\*\*([^*]+)\*\*")
+_EMPHASIS_RE = re.compile(r"(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])")
+_FOOTNOTE_RE = re.compile(r"\s*\[[\w#*]+\]_")
+_SPACE_RE = re.compile(r"\s+")
+_NON_LETTER_BYTES = bytes(b for b in range(256) if not chr(b).isascii() or not chr(b).isalpha())
+_WHITESPACE_BYTES = b" \t\n\r\x0b\x0c"
+
+
+@dataclass(frozen=True)
+class DemoCorpusStats:
+    files_scanned: int
+    files_used: int  # files that contributed at least one document
+    documents: int
+    paragraphs: int
+    bytes: int  # UTF-8 bytes written
+    seconds: float
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Source files
+
+
+def _py_files(root: Path) -> list[Path]:
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in _SKIP_DIRS and not d.startswith(".")]
+        found.extend(Path(dirpath, name) for name in filenames if name.endswith(".py"))
+    return sorted(found)
+
+
+def _site_dirs() -> list[Path]:
+    candidates: list[str] = []
+    # site.getsitepackages is missing from some old virtualenv site.py copies.
+    if hasattr(site, "getsitepackages"):
+        candidates.extend(site.getsitepackages())
+    paths = sysconfig.get_paths()
+    candidates.extend(paths[key] for key in ("purelib", "platlib") if key in paths)
+    if site.ENABLE_USER_SITE:
+        candidates.append(site.getusersitepackages())
+    unique: dict[Path, Path] = {}
+    for candidate in candidates:
+        path = Path(candidate)
+        if path.is_dir():
+            unique.setdefault(path.resolve(), path)
+    return [unique[key] for key in sorted(unique)]
+
+
+def iter_source_files() -> list[Path]:
+    """All .py files to scan, in a deterministic order: the stdlib, then each site-packages directory."""
+    files = _py_files(Path(sysconfig.get_paths()["stdlib"]))
+    seen = {path.resolve() for path in files}
+    for site_dir in _site_dirs():
+        for path in _py_files(site_dir):
+            key = path.resolve()
+            if key not in seen:
+                seen.add(key)
+                files.append(path)
+    return files
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Docstring -> paragraphs
+
+
+def _strip_markup(text: str) -> str:
+    def role(match: re.Match[str]) -> str:
+        inner = match.group(1).strip()
+        if inner.endswith(">") and "<" in inner:  # :ref:`title <target>` reads as its title
+            inner = inner[: inner.index("<")].strip()
+        if inner.startswith("~"):  # :class:`~a.b.C` renders as C
+            inner = inner[1:].rsplit(".", 1)[-1]
+        return inner.lstrip("!")
+
+    text = _ROLE_PREFIX_RE.sub("", _ROLE_RE.sub(role, text))
+    text = _LITERAL_RE.sub(r"\1", text)
+    text = _INTERPRETED_RE.sub(r"\1", text)
+    text = _STRONG_RE.sub(r"\1", text)
+    text = _EMPHASIS_RE.sub(r"\1", text)
+    # Backticks still left are unbalanced markup, never prose.
+    return _FOOTNOTE_RE.sub("", text).replace("`", "")
+
+
+def _letter_counts(text: str) -> tuple[int, int, int]:
+    """(ASCII letters, non-space characters, non-ASCII characters), counted at C speed via bytes."""
+    ascii_bytes = text.encode("ascii", errors="ignore")
+    letters = len(ascii_bytes.translate(None, _NON_LETTER_BYTES))
+    visible = len(text) - len(ascii_bytes) + len(ascii_bytes.translate(None, _WHITESPACE_BYTES))
+    return letters, visible, len(text) - len(ascii_bytes)
+
+
+def _is_prose(text: str) -> bool:
+    # Prose *about* doctest prompts still looks like a doctest to a reader of the corpus: drop it too.
+    if len(text.split()) < _MIN_WORDS or not text.isprintable() or ">>>" in text:
+        return False
+    letters, visible, non_ascii = _letter_counts(text)
+    return letters >= _MIN_LETTER_SHARE * visible and non_ascii <= _MAX_NON_ASCII_SHARE * len(text)
+
+
+def _is_symbol_line(line: str) -> bool:
+    letters, visible, _ = _letter_counts(line)
+    return letters < 0.5 * visible
+
+
+def _docstring_paragraphs(doc: str) -> list[str]:
+    lines = doc.splitlines()
+    paragraphs: list[str] = []
+    current: list[str] = []
+    skipping = False  # inside a doctest, directive or field list, which all run to the next blank line
+
+    def flush() -> None:
+        if current:
+            text = _SPACE_RE.sub(" ", _strip_markup(" ".join(current))).strip()
+            if _is_prose(text):
+                paragraphs.append(text)
+            current.clear()
+
+    i = 0
+    while i < len(lines):
+        raw = lines[i]
+        line = raw.strip()
+        i += 1
+        if not line:
+            flush()
+            skipping = False
+            continue
+        if skipping:
+            continue
+        indent = len(raw) - len(raw.lstrip())
+        if indent >= _CODE_INDENT:
+            flush()
+            continue
+        if line.startswith((">>>", "...", ".. ")) or line == ".." or _FIELD_RE.match(line):
+            flush()
+            skipping = True
+            continue
+        if i < len(lines) and _UNDERLINE_RE.fullmatch(lines[i].strip()):
+            # A numpydoc/reST section title: drop it and its underline.
+            flush()
+            i += 1
+            continue
+        if (
+            _GOOGLE_HEADER_RE.match(line)
+            or _NUMPYDOC_PARAM_RE.match(line)
+            or line.startswith(("|", "+"))  # reST grid and line tables
+            or _is_symbol_line(line)
+        ):
+            flush()
+            continue
+        bullet = _BULLET_RE.match(line)
+        if bullet:
+            flush()
+            line = line[bullet.end() :]
+        if line.endswith("::"):
+            # reST "text::" introduces a literal block (dropped as indented) and renders as "text:".
+            line = line[:-2].rstrip() + ":" if not line[:-2].endswith(" ") else line[:-2].rstrip()
+        current.append(line)
+    flush()
+    return paragraphs
+
+
+# Statement-list fields through which definitions can nest (e.g. inside `if TYPE_CHECKING:` or `try:`).
+_BODY_FIELDS = ("body", "handlers", "orelse", "finalbody", "cases")
+_body_fields_cache: dict[type, tuple[str, ...]] = {}
+
+
+def _body_fields(node_type: type) -> tuple[str, ...]:
+    fields = _body_fields_cache.get(node_type)
+    if fields is None:
+        # Lambda and IfExp also have a `body`, but an expression, never reached from statement lists.
+        fields = tuple(f for f in _BODY_FIELDS if f in node_type._fields)  # type: ignore[attr-defined]
+        _body_fields_cache[node_type] = fields
+    return fields
+
+
+def _docstring_owners(tree: ast.Module) -> Iterator[ast.AST]:
+    """The module, then each class/function at any depth, in source order (walks statements only)."""
+    yield tree
+    stack: list[Iterator[ast.AST]] = [iter(tree.body)]
+    while stack:
+        node = next(stack[-1], None)
+        if node is None:
+            stack.pop()
+            continue
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node
+        fields = _body_fields(type(node))
+        if fields:
+            children = [child for f in fields for child in getattr(node, f)]
+            if children:
+                stack.append(iter(children))
+
+
+def extract_documents(source: str) -> list[list[str]]:
+    """Python source -> documents (one per docstring, each a list of one-line paragraphs). Never raises."""
+    gc_was_enabled = gc.isenabled()
+    try:
+        # A syntax tree holds no reference cycles, but building one triggers many collections that only
+        # re-scan it: pausing the cyclic GC makes parsing ~20% faster.
+        gc.disable()
+        with warnings.catch_warnings():
+            # Old files trip invalid-escape and similar warnings; they say nothing about the prose.
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return []
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    documents: list[list[str]] = []
+    for node in _docstring_owners(tree):
+        doc = ast.get_docstring(node, clean=True)  # type: ignore[arg-type]
+        if doc:
+            paragraphs = _docstring_paragraphs(doc)
+            if paragraphs:
+                documents.append(paragraphs)
+    return documents
+
+
+def _scan_file(path: Path) -> list[list[str]]:
+    """Worker: one file's documents; unreadable or oversized files give none."""
+    try:
+        if path.stat().st_size > _MAX_FILE_BYTES:
+            return []
+        data = path.read_bytes()
+    except OSError:
+        return []
+    if b'"""' not in data and b"'''" not in data:
+        # A third of the files (by count; a tenth by size) have no triple-quoted string at all, hence at
+        # most one-line docstrings, which are too short for the prose filter anyway: skip the parse.
+        return []
+    return extract_documents(data.decode("utf-8", errors="replace"))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Build
+
+
+def build_demo_corpus(
+    out_path: Path, max_bytes: int = 20_000_000, workers: int | None = None, progress: bool = False
+) -> DemoCorpusStats:
+    """Write the demo corpus to `out_path` (atomically) and return what went into it.
+
+    Files are parsed in parallel but consumed in file order, and deduplication happens in that order, so
+    the bytes written do not depend on `workers`. Writing stops at the last paragraph that fits in
+    `max_bytes`.
+    """
+    start = time.perf_counter()
+    files = iter_source_files()
+    workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
+    seen: set[str] = set()
+    documents: list[str] = []
+    size = files_scanned = files_used = paragraphs = 0
+    full = False
+
+    executor = ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
+    bar = None
+    try:
+        results: Iterable[list[list[str]]]
+        if executor is None:
+            results = map(_scan_file, files)
+        else:
+            # map yields in submission order whatever the scheduling, which keeps the output byte-identical.
+            results = executor.map(_scan_file, files, chunksize=_CHUNK_FILES)
+        if progress:
+            # Created after the workers are forked: tqdm's monitor thread must not be running at fork time.
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(files), unit="file", desc="demo corpus", file=sys.stderr, dynamic_ncols=True)
+        for file_documents in results:
+            files_scanned += 1
+            used = False
+            for document in file_documents:
+                kept: list[str] = []
+                for paragraph in document:
+                    if paragraph in seen:
+                        continue
+                    # The blank line between documents is paid by a document's first paragraph.
+                    cost = len(paragraph.encode("utf-8")) + 1 + (1 if documents and not kept else 0)
+                    if size + cost > max_bytes:
+                        full = True
+                        break
+                    seen.add(paragraph)
+                    kept.append(paragraph)
+                    size += cost
+                if kept:
+                    documents.append("\n".join(kept) + "\n")
+                    paragraphs += len(kept)
+                    used = True
+                if full:
+                    break
+            files_used += used
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(f"{size / 1e6:.1f}/{max_bytes / 1e6:.1f} MB", refresh=False)
+            if full:
+                break
+    finally:
+        if executor is not None:
+            # Stopping at max_bytes leaves queued files unparsed; there is no point waiting for them.
+            executor.shutdown(wait=True, cancel_futures=True)
+        if bar is not None:
+            bar.close()
+
+    data = "\n".join(documents).encode("utf-8")
+    atomic_write_bytes(Path(out_path), data)
+    return DemoCorpusStats(
+        files_scanned=files_scanned,
+        files_used=files_used,
+        documents=len(documents),
+        paragraphs=paragraphs,
+        bytes=len(data),
+        seconds=time.perf_counter() - start,
+    )
