@@ -136,7 +136,7 @@ def _doc(*paragraphs: str) -> str:
 P1 = "The first paragraph of the first module talks about parsing files."
 P2 = "The second paragraph of the first\nmodule is wrapped over two lines."
 P2_FLOWED = "The second paragraph of the first module is wrapped over two lines."
-P3 = "A function docstring that becomes a document of its own in the corpus."
+P3 = "A function docstring that joins its module's document in the corpus."
 P4 = "A brand new paragraph in the second module that nobody has seen before."
 
 
@@ -246,12 +246,12 @@ def test_build_writes_documents_deduplicated_and_separated(
     stats = build_demo_corpus(out, workers=1)
     text = out.read_text(encoding="utf-8")
     assert text == (
-        f"{P1}\n{P2_FLOWED}\n\n{P3}\n\n{P4}\n\n"
+        f"{P1}\n{P2_FLOWED}\n{P3}\n\n{P4}\n\n"
         "This module was saved in latin-1 but its docstring is plain ASCII.\n"
     )
     _assert_well_formed(text)
     assert isinstance(stats, DemoCorpusStats)
-    assert (stats.files_scanned, stats.files_used, stats.documents, stats.paragraphs) == (6, 3, 4, 5)
+    assert (stats.files_scanned, stats.files_used, stats.documents, stats.paragraphs) == (6, 3, 3, 5)
     assert stats.bytes == len(text.encode("utf-8")) == out.stat().st_size
     assert stats.seconds >= 0
 
@@ -281,7 +281,7 @@ def test_build_respects_max_bytes_at_a_paragraph_boundary(
     synthetic_files: list[Path], tmp_path: Path
 ) -> None:
     out = tmp_path / "corpus.txt"
-    budget = len(f"{P1}\n{P2_FLOWED}\n\n{P3}\n") - 1  # one byte short of fitting P3
+    budget = len(f"{P1}\n{P2_FLOWED}\n{P3}\n") - 1  # one byte short of fitting P3
     stats = build_demo_corpus(out, max_bytes=budget, workers=1)
     assert out.read_text(encoding="utf-8") == f"{P1}\n{P2_FLOWED}\n"
     assert stats.bytes <= budget and stats.documents == 1 and stats.files_scanned == 1

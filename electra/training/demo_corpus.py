@@ -7,7 +7,8 @@ broken or Python-2 files are simply skipped. The result is clearly labelled a de
 data comes through --corpus.
 
 Output format (what the corpus reader expects): UTF-8 text, one paragraph per line, a blank line between
-documents. One docstring is one document; its blank-line separated paragraphs are re-flowed onto one line.
+documents. The docstrings of one module make one document (they share a topic, and docstring-sized
+documents would pack into mostly-padding examples); paragraphs are re-flowed onto one line each.
 
 Only prose is kept. The filters are deliberately simple line/paragraph heuristics:
 
@@ -349,7 +350,10 @@ def build_demo_corpus(
         for file_documents in results:
             files_scanned += 1
             used = False
-            for document in file_documents:
+            # A module's docstrings make one document: they share a topic, and docstring-sized documents
+            # would give pre-training examples of ~40 tokens, mostly padding.
+            merged = [[paragraph for document in file_documents for paragraph in document]]
+            for document in merged:
                 kept: list[str] = []
                 for paragraph in document:
                     if paragraph in seen:
