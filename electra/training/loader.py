@@ -78,6 +78,8 @@ def load_rows(split: Split, indices: np.ndarray, device: torch.device | str) -> 
     return batch
 
 
-def micro_slice(global_indices: np.ndarray, micro: int, rank: int, world: int, micro_batch: int) -> np.ndarray:
+def micro_slice(
+    global_indices: np.ndarray, micro: int, rank: int, world: int, micro_batch: int
+) -> np.ndarray:
     start = (micro * world + rank) * micro_batch
     return global_indices[start : start + micro_batch]

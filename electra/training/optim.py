@@ -27,17 +27,21 @@ def param_groups(named: Iterable[tuple[str, nn.Parameter]], weight_decay: float)
 
 
 def build_optimizer(
-    module: nn.Module, lr: float, weight_decay: float = 0.01, betas: tuple[float, float] = (0.9, 0.999),
-    eps: float = 1e-6, fused: bool | None = None,
+    module: nn.Module,
+    lr: float,
+    weight_decay: float = 0.01,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-6,
+    fused: bool | None = None,
 ) -> torch.optim.AdamW:
-    """AdamW as in the paper (beta 0.9/0.999, eps 1e-6); the fused CUDA kernel when every parameter is on CUDA."""
+    """AdamW as in the paper (beta 0.9/0.999, eps 1e-6); the fused kernel when every parameter is on CUDA."""
     groups = param_groups(module.named_parameters(), weight_decay)
     if fused is None:
         fused = all(p.is_cuda for g in groups for p in g["params"])
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused or None)
 
 
-def warmup_linear_decay(warmup_steps: int, total_steps: int):  # noqa: ANN201 - a LambdaLR factor
+def warmup_linear_decay(warmup_steps: int, total_steps: int):
     """Linear warmup from 0 to the peak over `warmup_steps`, then linear decay to 0 at `total_steps`."""
 
     def factor(step: int) -> float:
@@ -48,5 +52,5 @@ def warmup_linear_decay(warmup_steps: int, total_steps: int):  # noqa: ANN201 - 
     return factor
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int):  # noqa: ANN201
+def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int):
     return torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_linear_decay(warmup_steps, total_steps))

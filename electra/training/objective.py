@@ -1,0 +1,350 @@
+"""The pre-training objectives: ELECTRA's replaced token detection and the BERT-style MLM baseline.
+
+Follows google-research/electra (pretrain_helpers.mask, run_pretraining.PretrainingModel):
+
+  1. pick ~mask_prob of the maskable tokens of each row; 85% of them become [MASK], 15% keep their token;
+  2. the generator predicts the originals at those positions only (MLM loss);
+  3. its softmax is sampled (Gumbel-max) and the samples replace the selected tokens;
+  4. the discriminator labels every non-padding token original (0) or replaced (1), where a sample that
+     happens to equal the original counts as original;
+  5. loss = mlm_loss + disc_weight * disc_loss.
+
+Two deliberate departures from the TF code, both from the spec of this project: positions are drawn without
+replacement among the candidates (TF samples with replacement, so duplicates shrink its effective mask rate),
+and the number per row is counted over the candidates (TF counts [CLS]/[SEP] too).
+
+Everything stays on the device with static shapes: the per-row selections are padded to K =
+max_predictions(L, mask_prob) slots with a `valid` flag, and statistics are returned as 0-d tensors of
+sums and counts, so a training loop can accumulate them over micro-batches and all-reduce them across
+ranks before the single host sync that turns them into ratios.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from electra.errors import InputError
+
+# The TF code's epsilon in -log(-log(u + eps) + eps): keeps u == 0 (possible from torch.rand) finite.
+_GUMBEL_EPS = 1e-9
+
+STAT_KEYS = (
+    "mlm_loss_sum",
+    "mlm_correct",
+    "mlm_count",
+    "disc_loss_sum",
+    "disc_correct",
+    "disc_count",
+    "replaced_true_pos",
+    "replaced_pred_pos",
+    "replaced_actual_pos",
+    "sampled_equals_original",
+    "num_tokens",
+)
+
+
+@dataclass(frozen=True)
+class ObjectiveConfig:
+    mask_prob: float = 0.15  # the paper uses 0.25 for ELECTRA-Large; the caller decides
+    # Of the selected positions: this share becomes [MASK], random_token_prob a random token, the rest stays.
+    mask_token_prob: float = 0.85
+    random_token_prob: float = 0.0  # ELECTRA: 0; the BERT baseline 0.1 (see MLM_BASELINE)
+    disc_weight: float = 50.0
+    temperature: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.mask_prob <= 1.0:
+            raise InputError(f"mask_prob must be in (0, 1], got {self.mask_prob}")
+        if self.mask_token_prob < 0 or self.random_token_prob < 0:
+            raise InputError("mask_token_prob and random_token_prob must not be negative")
+        if self.mask_token_prob + self.random_token_prob > 1.0 + 1e-9:
+            raise InputError(
+                f"mask_token_prob + random_token_prob must be at most 1, got "
+                f"{self.mask_token_prob} + {self.random_token_prob}"
+            )
+        if self.disc_weight < 0:
+            raise InputError(f"disc_weight must not be negative, got {self.disc_weight}")
+        if self.temperature <= 0:
+            raise InputError(f"temperature must be positive, got {self.temperature}")
+
+
+MLM_BASELINE = ObjectiveConfig(mask_token_prob=0.8, random_token_prob=0.1)
+
+
+@dataclass(frozen=True)
+class SpecialTokens:
+    """Token ids. [UNK] is deliberately absent: it is ordinary text as far as masking is concerned."""
+
+    pad: int
+    cls: int
+    sep: int
+    mask: int
+
+
+@dataclass
+class StepOutput:
+    loss: Tensor  # scalar to call backward() on
+    # Both still carry the graph (so each can be back-propagated alone); detach before keeping them around.
+    mlm_loss: Tensor
+    disc_loss: Tensor
+    # 0-d float32 sums and counts (keys: STAT_KEYS), never ratios: add them over micro-batches and ranks,
+    # then divide (see ratios()).
+    stats: dict[str, Tensor] = field(default_factory=dict)
+
+
+def ratios(stats: dict[str, Tensor | float]) -> dict[str, float]:
+    """Turn (accumulated, all-reduced) sums into the logged metrics. Syncs with the device: call rarely."""
+    s = {k: float(v) for k, v in stats.items()}
+
+    def div(a: str, b: str) -> float:
+        return s[a] / s[b] if s[b] else float("nan")
+
+    return {
+        "mlm_loss": div("mlm_loss_sum", "mlm_count"),
+        "mlm_accuracy": div("mlm_correct", "mlm_count"),
+        "disc_loss": div("disc_loss_sum", "disc_count"),
+        "disc_accuracy": div("disc_correct", "disc_count"),
+        "disc_precision": div("replaced_true_pos", "replaced_pred_pos"),
+        "disc_recall": div("replaced_true_pos", "replaced_actual_pos"),
+        "replaced_fraction": div("replaced_actual_pos", "disc_count"),
+        "sampled_accuracy": div("sampled_equals_original", "mlm_count"),
+    }
+
+
+def max_predictions(seq_len: int, mask_prob: float) -> int:
+    """K, the prediction slots for rows of length seq_len: the count for a row made only of candidates.
+
+    The per-row count max(1, round(n * mask_prob)) grows with n and n <= seq_len, so K always suffices; it
+    depends on seq_len only, so torch.compile sees one shape per sequence length.
+    """
+    if seq_len < 1:
+        raise ValueError(f"seq_len must be positive, got {seq_len}")
+    return min(seq_len, max(1, round(seq_len * mask_prob)))
+
+
+def num_predictions(num_candidates: Tensor, mask_prob: float) -> Tensor:
+    """Per-row prediction count max(1, round(n * mask_prob)), 0 for rows without a candidate.
+
+    The trainer uses it too, to normalise losses by the global batch's count before the forward pass.
+    """
+    # Float64 so that the product, and torch.round's half-to-even, agree exactly with Python's round() used
+    # by max_predictions: n_b can then never exceed K.
+    n = torch.round(num_candidates.double() * mask_prob).long().clamp_min(1)
+    return torch.where(num_candidates > 0, n, torch.zeros_like(n))
+
+
+def candidate_mask(input_ids: Tensor, attention_mask: Tensor, specials: SpecialTokens) -> Tensor:
+    """(B, L) bool: real tokens that may be masked (not padding, [CLS] or [SEP])."""
+    special = (input_ids == specials.pad) | (input_ids == specials.cls) | (input_ids == specials.sep)
+    return attention_mask.bool() & ~special
+
+
+def select_positions(
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    specials: SpecialTokens,
+    mask_prob: float,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Pick max(1, round(n_b * mask_prob)) distinct positions uniformly among the n_b candidates of each row.
+
+    Returns positions (B, K) long and valid (B, K) bool with K = max_predictions(L, mask_prob); the valid
+    slots come first, invalid ones (rows with fewer candidates, or none) point at position 0.
+    """
+    B, L = input_ids.shape
+    K = max_predictions(L, mask_prob)
+    candidates = candidate_mask(input_ids, attention_mask, specials)
+    n = num_predictions(candidates.sum(dim=1), mask_prob)
+    # The top n of i.i.d. uniform scores is a uniform random n-subset; non-candidates get -1 so they rank
+    # below every candidate, and n <= num_candidates keeps them out of the valid slots.
+    scores = torch.rand(B, L, generator=generator, device=input_ids.device)
+    scores = scores.masked_fill(~candidates, -1.0)
+    positions = scores.topk(K, dim=1).indices
+    valid = torch.arange(K, device=input_ids.device) < n.unsqueeze(1)
+    positions = torch.where(valid, positions, torch.zeros_like(positions))
+    return positions, valid
+
+
+def scatter_rows(base: Tensor, positions: Tensor, valid: Tensor, values: Tensor) -> Tensor:
+    """A copy of base (B, L) with values (B, K) written at the valid positions only.
+
+    Invalid slots point at position 0, which may also be a valid slot of the same row when a row does not
+    start with [CLS]; scattering both there would race. They are sent to an extra column, dropped after.
+    """
+    L = base.shape[1]
+    target = torch.where(valid, positions, torch.full_like(positions, L))
+    out = torch.cat([base, base[:, :1]], dim=1)
+    out.scatter_(1, target, values.to(base.dtype))
+    return out[:, :L]
+
+
+def mask_inputs(
+    input_ids: Tensor,
+    positions: Tensor,
+    valid: Tensor,
+    specials: SpecialTokens,
+    cfg: ObjectiveConfig,
+    vocab_size: int,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """A copy of input_ids with each valid position turned into [MASK] (cfg.mask_token_prob), a random token
+    other than padding (cfg.random_token_prob), or left as it is (the rest)."""
+    originals = torch.gather(input_ids, 1, positions)
+    u = torch.rand(positions.shape, generator=generator, device=input_ids.device)
+    values = torch.where(u < cfg.mask_token_prob, torch.full_like(originals, specials.mask), originals)
+    if cfg.random_token_prob > 0:
+        # Uniform over the vocabulary less [PAD]: draw from V - 1 ids and step over the pad id.
+        random_ids = torch.randint(
+            0, vocab_size - 1, positions.shape, generator=generator, device=input_ids.device
+        )
+        random_ids = random_ids + (random_ids >= specials.pad).long()
+        use_random = (u >= cfg.mask_token_prob) & (u < cfg.mask_token_prob + cfg.random_token_prob)
+        values = torch.where(use_random, random_ids, values)
+    return scatter_rows(input_ids, positions, valid, values)
+
+
+@torch.no_grad()
+def gumbel_sample(
+    logits: Tensor, generator: torch.Generator | None = None, temperature: float = 1.0
+) -> Tensor:
+    """Token ids drawn from softmax(logits / temperature) over the last axis, by Gumbel-max.
+
+    In float32 whatever the logits' dtype: bf16 noise has 8 bits of mantissa, which visibly biases the
+    argmax between near-tied tokens.
+    """
+    logits = logits.float() / temperature
+    u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float32)
+    gumbel = -torch.log(-torch.log(u + _GUMBEL_EPS) + _GUMBEL_EPS)
+    return torch.argmax(logits + gumbel, dim=-1)
+
+
+def corrupt_inputs(
+    input_ids: Tensor, positions: Tensor, valid: Tensor, sampled: Tensor
+) -> tuple[Tensor, Tensor]:
+    """The discriminator's input (sampled tokens at the valid positions) and its labels (B, L) long.
+
+    Labels compare tokens, not positions: a sample equal to the original is labelled original (0), as in the
+    paper and the official code.
+    """
+    corrupted = scatter_rows(input_ids, positions, valid, sampled)
+    return corrupted, (corrupted != input_ids).long()
+
+
+def _masked_lm_loss(logits: Tensor, targets: Tensor, valid: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Mean cross-entropy over the valid slots (float32), its sum, and the count of correct argmaxes."""
+    logits = logits.float()
+    ce = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view_as(targets)
+    weights = valid.float()
+    loss_sum = (ce * weights).sum()
+    # clamp_min rather than a branch: a batch with nothing to predict gives 0 without a host sync.
+    loss = loss_sum / weights.sum().clamp_min(1.0)
+    correct = ((logits.argmax(-1) == targets) & valid).float().sum()
+    return loss, loss_sum.detach(), correct
+
+
+def _zero(device: torch.device) -> Tensor:
+    return torch.zeros((), device=device, dtype=torch.float32)
+
+
+def electra_step(
+    generator_model: nn.Module,
+    discriminator_model: nn.Module,
+    batch: dict[str, Tensor],
+    specials: SpecialTokens,
+    cfg: ObjectiveConfig,
+    rng: torch.Generator | None = None,
+) -> StepOutput:
+    """One forward pass of replaced token detection; call backward() on the returned loss.
+
+    rng drives every random draw (positions, masking, sampling), so a seed reproduces the corruption; it
+    must live on the batch's device (torch.Generator(device="cuda") for CUDA batches). Dropout still uses
+    torch's global generator.
+    """
+    input_ids = batch["input_ids"]
+    attention_mask = batch["attention_mask"]
+    token_type_ids = batch.get("token_type_ids")
+    vocab_size = _vocab_size(generator_model)
+
+    positions, valid = select_positions(input_ids, attention_mask, specials, cfg.mask_prob, rng)
+    masked_ids = mask_inputs(input_ids, positions, valid, specials, cfg, vocab_size, rng)
+    targets = torch.gather(input_ids, 1, positions)
+
+    gen_logits = generator_model(masked_ids, attention_mask, token_type_ids, masked_positions=positions)
+    mlm_loss, mlm_loss_sum, mlm_correct = _masked_lm_loss(gen_logits, targets, valid)
+
+    # Integer samples under no_grad: the discriminator loss cannot reach the generator except through the
+    # embeddings the two share on purpose.
+    sampled = gumbel_sample(gen_logits.detach(), rng, cfg.temperature)
+    corrupted, labels = corrupt_inputs(input_ids, positions, valid, sampled)
+
+    disc_logits = discriminator_model(corrupted, attention_mask, token_type_ids).float()
+    real = attention_mask.bool()
+    weights = real.float()
+    bce = F.binary_cross_entropy_with_logits(disc_logits, labels.float(), reduction="none")
+    disc_loss_sum = (bce * weights).sum()
+    num_tokens = weights.sum()
+    disc_loss = disc_loss_sum / num_tokens.clamp_min(1.0)
+
+    with torch.no_grad():
+        predicted = (disc_logits > 0) & real
+        actual = labels.bool() & real
+        stats = {
+            "mlm_loss_sum": mlm_loss_sum,
+            "mlm_correct": mlm_correct,
+            "mlm_count": valid.float().sum(),
+            "disc_loss_sum": disc_loss_sum.detach(),
+            "disc_correct": ((predicted == actual) & real).float().sum(),
+            "disc_count": num_tokens,
+            "replaced_true_pos": (predicted & actual).float().sum(),
+            "replaced_pred_pos": predicted.float().sum(),
+            "replaced_actual_pos": actual.float().sum(),
+            "sampled_equals_original": ((sampled == targets) & valid).float().sum(),
+            "num_tokens": num_tokens,
+        }
+    return StepOutput(
+        loss=mlm_loss + cfg.disc_weight * disc_loss, mlm_loss=mlm_loss, disc_loss=disc_loss, stats=stats
+    )
+
+
+def mlm_step(
+    model: nn.Module,
+    batch: dict[str, Tensor],
+    specials: SpecialTokens,
+    cfg: ObjectiveConfig = MLM_BASELINE,
+    rng: torch.Generator | None = None,
+    vocab_size: int | None = None,
+) -> StepOutput:
+    """One forward pass of the masked-LM baseline (BERT's 80/10/10 with MLM_BASELINE): the loss covers the
+    selected positions only; the discriminator entries of the output are zeros."""
+    input_ids = batch["input_ids"]
+    attention_mask = batch["attention_mask"]
+    token_type_ids = batch.get("token_type_ids")
+    if vocab_size is None:
+        vocab_size = _vocab_size(model)
+
+    positions, valid = select_positions(input_ids, attention_mask, specials, cfg.mask_prob, rng)
+    masked_ids = mask_inputs(input_ids, positions, valid, specials, cfg, vocab_size, rng)
+    targets = torch.gather(input_ids, 1, positions)
+    logits = model(masked_ids, attention_mask, token_type_ids, masked_positions=positions)
+    mlm_loss, mlm_loss_sum, mlm_correct = _masked_lm_loss(logits, targets, valid)
+
+    # A tensor per key: a caller accumulating in place must not add into a zero shared by several keys.
+    stats = {key: _zero(input_ids.device) for key in STAT_KEYS}
+    stats.update(
+        mlm_loss_sum=mlm_loss_sum,
+        mlm_correct=mlm_correct,
+        mlm_count=valid.float().sum(),
+        num_tokens=attention_mask.bool().float().sum(),
+    )
+    return StepOutput(loss=mlm_loss, mlm_loss=mlm_loss, disc_loss=_zero(input_ids.device), stats=stats)
+
+
+def _vocab_size(model: nn.Module) -> int:
+    # Works on a torch.compile'd or DDP-wrapped generator too (both keep the original under an attribute).
+    inner = getattr(model, "_orig_mod", model)
+    inner = getattr(inner, "module", inner)
+    return int(inner.config.vocab_size)

@@ -1,0 +1,79 @@
+"""`electra plot RUN`: the curves of a pre-training run (metrics.jsonl) drawn to one PNG."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from electra.errors import InputError
+
+PANELS = (
+    ("mlm_loss", "generator MLM loss"),
+    ("disc_loss", "discriminator loss"),
+    ("disc_accuracy", "discriminator accuracy"),
+    ("disc_recall", "replaced-token recall / precision"),
+    ("tokens_per_s", "throughput (tokens/s)"),
+    ("lr", "learning rate"),
+)
+
+
+def read_metrics(run: Path) -> list[dict[str, Any]]:
+    path = run / "metrics.jsonl"
+    if not path.is_file():
+        raise InputError(
+            f"{run} has no metrics.jsonl; point `electra plot` at a run directory of `electra pretrain`"
+        )
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut short by a kill
+    if not records:
+        raise InputError(f"{path} holds no records yet; plot again after the first --log-every steps")
+    return records
+
+
+def plot_run(run: Path, out: Path | None = None) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display needed
+    import matplotlib.pyplot as plt
+
+    records = read_metrics(run)
+    out = out or run / "curves.png"
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
+    for ax, (key, title) in zip(axes.flat, PANELS, strict=True):
+        for split, style in (("train", "-"), ("val", "o--")):
+            pts = [(r["step"], r[key]) for r in records if r.get("split") == split and r.get(key) is not None]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), style, label=split, markersize=3)
+        if key == "disc_accuracy":
+            base = [
+                (r["step"], r["all_original_accuracy"])
+                for r in records
+                if r.get("split") == "train" and r.get("all_original_accuracy") is not None
+            ]
+            if base:
+                ax.plot(*zip(*base, strict=True), ":", color="gray", label="all-original baseline")
+        if key == "disc_recall":
+            prec = [
+                (r["step"], r["disc_precision"])
+                for r in records
+                if r.get("split") == "train" and r.get("disc_precision") is not None
+            ]
+            if prec:
+                ax.plot(*zip(*prec, strict=True), "-", alpha=0.6, label="precision (train)")
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8)
+    fig.suptitle(str(run))
+    fig.tight_layout()
+    tmp = out.with_name(f".{out.name}.tmp.png")
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    tmp.replace(out)
+    return out
