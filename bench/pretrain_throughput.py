@@ -4,7 +4,7 @@ The baseline is what a user would write with Hugging Face pieces: `ElectraForMas
 `ElectraForPreTraining` (discriminator) sharing embeddings, masked-LM logits over the full vocabulary at every
 position, replacements sampled with `torch.multinomial`, a plain eager loop with `torch.optim.AdamW`. Ours is
 the step `electra pretrain` runs: gathered generator head, Gumbel sampling, fused AdamW on CUDA, optional
-torch.compile. Same sizes, batch, sequence length and precision; the two alternate, several rounds, in one run.
+torch.compile. Same sizes, batch, sequence length and precision; the two alternate, several rounds, one run.
 
     python bench/pretrain_throughput.py                                  # CPU: tiny and small
     python bench/pretrain_throughput.py --device cuda --sizes small,base --batch-size 128 --compile
@@ -40,7 +40,9 @@ VOCAB = 30522
 
 def git_commit() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        )
         return out.stdout.strip() or "unknown"
     except OSError:
         return "unknown"
@@ -58,7 +60,7 @@ def synthetic_batch(batch: int, seq: int, device: torch.device, seed: int) -> di
 
 
 class Ours:
-    def __init__(self, size: str, device: torch.device, autocast, compile_: bool) -> None:  # noqa: ANN001
+    def __init__(self, size: str, device: torch.device, autocast, compile_: bool) -> None:
         disc = ElectraConfig.from_size(size, vocab_size=VOCAB)
         self.model = ElectraPretrainer(disc, generator_config(disc), SPECIALS, ObjectiveConfig()).to(device)
         self.step_fn = torch.compile(self.model) if compile_ else self.model
@@ -76,7 +78,7 @@ class Ours:
 
 
 class NaiveHF:
-    def __init__(self, size: str, device: torch.device, autocast) -> None:  # noqa: ANN001
+    def __init__(self, size: str, device: torch.device, autocast) -> None:
         import transformers
 
         disc = ElectraConfig.from_size(size, vocab_size=VOCAB)
@@ -97,13 +99,18 @@ class NaiveHF:
         gen_in = torch.where(masked, torch.full_like(ids, SPECIALS.mask), ids)
         labels = torch.where(masked, ids, torch.full_like(ids, -100))
         with self.autocast:
-            gen_out = self.gen(input_ids=gen_in, attention_mask=mask, token_type_ids=batch["token_type_ids"],
-                               labels=labels)
+            gen_out = self.gen(
+                input_ids=gen_in, attention_mask=mask, token_type_ids=batch["token_type_ids"], labels=labels
+            )
             probs = torch.softmax(gen_out.logits.detach().float(), dim=-1)
             sampled = torch.multinomial(probs.view(-1, probs.shape[-1]), 1).view(ids.shape)
             corrupted = torch.where(masked, sampled, ids)
-            disc_out = self.disc(input_ids=corrupted, attention_mask=mask, token_type_ids=batch["token_type_ids"],
-                                 labels=(corrupted != ids).long())
+            disc_out = self.disc(
+                input_ids=corrupted,
+                attention_mask=mask,
+                token_type_ids=batch["token_type_ids"],
+                labels=(corrupted != ids).long(),
+            )
             loss = gen_out.loss + 50.0 * disc_out.loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_([p for g in self.opt.param_groups for p in g["params"]], 1.0)
@@ -111,7 +118,7 @@ class NaiveHF:
         self.opt.zero_grad(set_to_none=True)
 
 
-def timed(trainer, batches: list, steps: int, device: torch.device) -> float:  # noqa: ANN001
+def timed(trainer, batches: list, steps: int, device: torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize()
     t = time.perf_counter()
@@ -131,8 +138,12 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=None, help="timed steps per round (default 3 CPU, 20 CUDA)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--compile", action="store_true", help="also time ours with torch.compile")
-    ap.add_argument("--skip-baseline-over-gb", type=float, default=60.0,
-                    help="skip the baseline when its full logits would exceed this many GB (OOM guard)")
+    ap.add_argument(
+        "--skip-baseline-over-gb",
+        type=float,
+        default=60.0,
+        help="skip the baseline when its full logits would exceed this many GB (OOM guard)",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     device = torch.device(args.device)
@@ -162,18 +173,30 @@ def main() -> int:
         for r in range(args.rounds):
             for name, trainer in variants.items():
                 times[name].append(timed(trainer, batches, steps, device))
-            line = ", ".join(f"{k} {batch * args.seq_len * steps / v[-1]:,.0f} tok/s" for k, v in times.items())
+            line = ", ".join(
+                f"{k} {batch * args.seq_len * steps / v[-1]:,.0f} tok/s" for k, v in times.items()
+            )
             print(f"{size} round {r + 1}/{args.rounds}: {line}", flush=True)
         disc = ElectraConfig.from_size(size, vocab_size=VOCAB)
         tokens = batch * args.seq_len
-        flops = electra_step_flops(disc, generator_config(disc), tokens, args.seq_len,
-                                   batch * max_predictions(args.seq_len, 0.15))
-        entry = {"size": size, "batch_size": batch, "seq_len": args.seq_len, "steps_per_round": steps,
-                 "rounds": args.rounds, "flops_per_step": flops}
+        flops = electra_step_flops(
+            disc, generator_config(disc), tokens, args.seq_len, batch * max_predictions(args.seq_len, 0.15)
+        )
+        entry = {
+            "size": size,
+            "batch_size": batch,
+            "seq_len": args.seq_len,
+            "steps_per_round": steps,
+            "rounds": args.rounds,
+            "flops_per_step": flops,
+        }
         for name, ts in times.items():
             tok_s = [tokens * steps / t for t in ts]
-            entry[name] = {"tokens_per_s": tok_s, "median_tokens_per_s": statistics.median(tok_s),
-                           "median_step_s": statistics.median(ts) / steps}
+            entry[name] = {
+                "tokens_per_s": tok_s,
+                "median_tokens_per_s": statistics.median(tok_s),
+                "median_step_s": statistics.median(ts) / steps,
+            }
             if peak:
                 entry[name]["mfu"] = statistics.median(tok_s) / tokens * flops / peak
         if "naive_hf" in entry:
@@ -193,11 +216,18 @@ def main() -> int:
         "benchmark": "pretrain_throughput",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": git_commit(),
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
+        "device": torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else platform.processor() or "cpu",
         "cpu_threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "precision": "bf16 autocast" if device.type == "cuda" else "fp32",
-        "targets": {"cpu_speedup": 1.5, "cuda_speedup": 3.0, "cuda_small_tokens_per_s": 1e6, "cuda_base_mfu": 0.4},
+        "targets": {
+            "cpu_speedup": 1.5,
+            "cuda_speedup": 3.0,
+            "cuda_small_tokens_per_s": 1e6,
+            "cuda_base_mfu": 0.4,
+        },
         "results": results,
     }
     out.parent.mkdir(parents=True, exist_ok=True)

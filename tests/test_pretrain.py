@@ -256,3 +256,21 @@ def test_ddp_two_gloo_processes_match_one_process(data_dir: Path, tmp_path: Path
     for ra, rb in zip(records(single), records(ddp), strict=True):
         assert ra["mlm_loss"] == pytest.approx(rb["mlm_loss"], rel=1e-4)
         assert ra["disc_loss"] == pytest.approx(rb["disc_loss"], rel=1e-4)
+
+
+def test_mlm_baseline_objective_and_init_from_a_previous_run(data_dir: Path, tmp_path: Path, capsys) -> None:
+    mlm = tmp_path / "mlm"
+    assert main(pretrain_args(data_dir, mlm, "--steps", "3", "--objective", "mlm")) == 0
+    rec = records(mlm)[-1]
+    assert rec["mlm_loss"] > 0 and "disc_loss" not in rec
+    import transformers
+
+    model = transformers.ElectraForMaskedLM.from_pretrained(mlm / "mlm")
+    assert model.config.hidden_size == 64  # the discriminator-sized encoder, not a generator
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert main(pretrain_args(data_dir, first, "--steps", "3")) == 0
+    capsys.readouterr()
+    assert main(pretrain_args(data_dir, second, "--steps", "1", "--init", str(first))) == 0
+    err = capsys.readouterr().err
+    assert "initialised the discriminator" in err and "initialised the generator" in err

@@ -1,0 +1,334 @@
+"""Fine-tuning: the recipe's parameter groups, GLUE and custom tasks, evaluate, predict, bad input."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from electra.cli.main import main
+from electra.config import ElectraConfig
+from electra.hf_format import save_hf_dir
+from electra.model import ElectraClassifier, ElectraDiscriminator
+from electra.training.finetune import layerwise_groups
+
+from .conftest import shared_path
+
+
+def _tiny_discriminator_dir(tmp: Path, vocab_file: Path) -> Path:
+    from electra.tokenizer import load_tokenizer, save_tokenizer
+
+    tok = load_tokenizer(vocab_file)
+    out = tmp / "disc"
+    torch.manual_seed(0)
+    save_hf_dir(ElectraDiscriminator(ElectraConfig.from_size("tiny", vocab_size=tok.get_vocab_size())), out)
+    save_tokenizer(tok, out)
+    return out
+
+
+@pytest.fixture
+def word_model(tmp_path: Path) -> Path:
+    words = ["good", "great", "fine", "bad", "awful", "poor", "the", "movie", "was", "plot", "and", "very"]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *words]) + "\n")
+    return _tiny_discriminator_dir(tmp_path, vocab)
+
+
+def _sentiment_rows(n: int, seed: int) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        label = rng.choice(["pos", "neg"])
+        cue = rng.choice(["good", "great", "fine"] if label == "pos" else ["bad", "awful", "poor"])
+        filler = rng.choices(["the", "movie", "was", "plot", "and", "very"], k=rng.randint(2, 8))
+        filler.insert(rng.randrange(len(filler) + 1), cue)
+        rows.append((" ".join(filler) + " .", label))
+    return rows
+
+
+def test_layerwise_decay_puts_the_top_layer_at_lr_and_each_lower_one_decayed_once_more() -> None:
+    model = ElectraClassifier(ElectraConfig.from_size("tiny", vocab_size=50, num_labels=2))
+    groups = layerwise_groups(model, lr=1.0, decay=0.8, weight_decay=0.0)
+    lr_of = {}
+    for g in groups:
+        for p in g["params"]:
+            lr_of[id(p)] = g["lr"]
+    named = dict(model.named_parameters())
+    assert lr_of[id(named["classifier.dense.weight"])] == 1.0
+    assert lr_of[id(named["electra.encoder.layer.1.attention.self.query.weight"])] == 1.0
+    assert lr_of[id(named["electra.encoder.layer.0.output.dense.weight"])] == pytest.approx(0.8)
+    assert lr_of[id(named["electra.embeddings.word_embeddings.weight"])] == pytest.approx(0.64)
+    assert lr_of[id(named["electra.embeddings_project.weight"])] == pytest.approx(0.64)
+    assert len(lr_of) == len(named), "every parameter in exactly one group"
+
+
+def _write_csv(path: Path, rows: list[tuple[str, str]], header=("text", "label")) -> Path:
+    import csv
+
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    return path
+
+
+def test_custom_csv_classification_end_to_end(word_model: Path, tmp_path: Path, capsys) -> None:
+    train = _write_csv(tmp_path / "train.csv", _sentiment_rows(400, 1))
+    dev = _write_csv(tmp_path / "dev.csv", _sentiment_rows(100, 2))
+    out = tmp_path / "clf"
+    args = [
+        "finetune",
+        "--task",
+        "custom",
+        "--train",
+        str(train),
+        "--dev",
+        str(dev),
+        "--model",
+        str(word_model),
+        "--out",
+        str(out),
+        "--epochs",
+        "4",
+        "--lr",
+        "2e-3",
+        "--batch-size",
+        "16",
+        "--seeds",
+        "1,2",
+        "--quiet",
+    ]
+    assert main(args) == 0
+    results = json.loads((out / "eval_results.json").read_text())
+    assert set(results["per_seed"]) == {"1", "2"} and results["selected_seed"] in (1, 2)
+    assert results["median"]["dev"]["accuracy"] > 0.9  # the cue word decides the label
+    assert len(results["per_seed"]["1"]["epochs"]) == 4
+    capsys.readouterr()
+
+    import transformers
+
+    hf = transformers.ElectraForSequenceClassification.from_pretrained(out)
+    assert hf.config.id2label == {0: "neg", 1: "pos"}
+    from electra.hf_format import load_hf_dir
+
+    ours = load_hf_dir(out, kind="classifier")
+    ids = torch.tensor([[2, 7, 8, 9, 3, 0]])
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        torch.testing.assert_close(
+            hf(input_ids=ids, attention_mask=mask).logits, ours(ids, mask), atol=1e-5, rtol=0
+        )
+
+    assert main(["evaluate", "--task", "custom", "--model", str(out), "--dev", str(dev), "--json"]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["dev"]["accuracy"] == pytest.approx(
+        results["per_seed"][str(results["selected_seed"])]["final"]["dev"]["accuracy"]
+    )
+    unlabeled = tmp_path / "new.jsonl"
+    unlabeled.write_text('{"text": "the movie was great ."}\n{"text": "awful plot ."}\n')
+    pred = tmp_path / "pred.tsv"
+    assert (
+        main(
+            [
+                "predict",
+                "--task",
+                "custom",
+                "--model",
+                str(out),
+                "--input",
+                str(unlabeled),
+                "--out",
+                str(pred),
+            ]
+        )
+        == 0
+    )
+    assert pred.read_text().splitlines()[1:] == ["0\tpos", "1\tneg"]
+
+
+def test_same_seed_same_results_on_cpu(word_model: Path, tmp_path: Path) -> None:
+    train = _write_csv(tmp_path / "train.csv", _sentiment_rows(64, 3))
+    dev = _write_csv(tmp_path / "dev.csv", _sentiment_rows(32, 4))
+    runs = []
+    for name in ("a", "b"):
+        args = [
+            "finetune",
+            "--task",
+            "custom",
+            "--train",
+            str(train),
+            "--dev",
+            str(dev),
+            "--model",
+            str(word_model),
+            "--out",
+            str(tmp_path / name),
+            "--epochs",
+            "1",
+            "--seeds",
+            "7",
+            "--quiet",
+        ]
+        assert main(args) == 0
+        runs.append(json.loads((tmp_path / name / "eval_results.json").read_text())["per_seed"])
+    assert runs[0] == runs[1]
+
+
+def test_custom_regression(word_model: Path, tmp_path: Path) -> None:
+    rows = [(text, "4.5" if label == "pos" else "0.5") for text, label in _sentiment_rows(400, 5)]
+    train = _write_csv(tmp_path / "train.csv", rows, header=("sentence", "score"))
+    out = tmp_path / "reg"
+    args = [
+        "finetune",
+        "--task",
+        "custom",
+        "--train",
+        str(train),
+        "--dev",
+        str(train),
+        "--model",
+        str(word_model),
+        "--out",
+        str(out),
+        "--regression",
+        "--text-column",
+        "sentence",
+        "--label-column",
+        "score",
+        "--epochs",
+        "8",
+        "--batch-size",
+        "16",
+        "--lr",
+        "2e-3",
+        "--quiet",
+    ]
+    assert main(args) == 0
+    results = json.loads((out / "eval_results.json").read_text())
+    assert results["median"]["dev"]["pearson"] > 0.8
+    import transformers
+
+    assert (
+        transformers.ElectraForSequenceClassification.from_pretrained(out).config.problem_type == "regression"
+    )
+
+
+BAD_CASES = [
+    "missing model",
+    "not a model dir",
+    "no tokenizer",
+    "not electra",
+    "unknown dev label",
+    "regression with string labels",
+]
+
+
+@pytest.mark.parametrize("case", BAD_CASES)
+def test_bad_inputs(word_model: Path, tmp_path: Path, capsys, case: str) -> None:
+    train = _write_csv(tmp_path / "train.csv", _sentiment_rows(20, 1))
+    model, dev, extra, needle = word_model, train, [], ""
+    if case == "missing model":
+        model, needle = tmp_path / "nothing", "does not exist"
+    elif case == "not a model dir":
+        model, needle = tmp_path, "not a model directory"
+    elif case == "no tokenizer":
+        model, needle = _no_tokenizer(tmp_path, word_model), "no usable tokenizer"
+    elif case == "not electra":
+        model, needle = _not_electra(tmp_path), "electra"
+    elif case == "unknown dev label":
+        dev, needle = _write_csv(tmp_path / "odd.csv", [("good .", "maybe")]), "never occur"
+    elif case == "regression with string labels":
+        extra, needle = ["--regression"], "not a number"
+    args = [
+        "finetune",
+        "--task",
+        "custom",
+        "--train",
+        str(train),
+        "--dev",
+        str(dev),
+        "--model",
+        str(model),
+        "--out",
+        str(tmp_path / "out"),
+        "--quiet",
+        *extra,
+    ]
+    code = main(args)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert needle in err and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def _no_tokenizer(tmp: Path, model: Path) -> Path:
+    import shutil
+
+    bare = tmp / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(model / name, bare / name)
+    return bare
+
+
+def _not_electra(tmp: Path) -> Path:
+    d = tmp / "bert"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 64}))
+    return d
+
+
+@pytest.mark.slow
+@pytest.mark.shared_data
+def test_tiny_model_on_an_sst2_slice_beats_the_majority_baseline(tmp_path: Path, capsys) -> None:
+    glue = shared_path("glue")
+    model = _tiny_discriminator_dir(tmp_path, shared_path("models/bert-uncased-vocab/vocab.txt"))
+    out = tmp_path / "sst2"
+    args = [
+        "finetune",
+        "--task",
+        "sst2",
+        "--data-dir",
+        str(glue),
+        "--model",
+        str(model),
+        "--out",
+        str(out),
+        "--max-train-examples",
+        "4000",
+        "--epochs",
+        "2",
+        "--lr",
+        "1e-3",
+        "--max-seq-len",
+        "64",
+        "--quiet",
+    ]
+    assert main(args) == 0
+    acc = json.loads((out / "eval_results.json").read_text())["median"]["dev"]["accuracy"]
+    majority = 444 / 872  # SST-2 dev: 444 positive of 872
+    assert acc > majority + 0.08, acc
+    capsys.readouterr()
+    pred = tmp_path / "SST-2.tsv"
+    assert (
+        main(
+            [
+                "predict",
+                "--task",
+                "sst2",
+                "--model",
+                str(out),
+                "--input",
+                str(glue / "SST-2" / "test.tsv"),
+                "--out",
+                str(pred),
+            ]
+        )
+        == 0
+    )
+    lines = pred.read_text().splitlines()
+    assert lines[0] == "index\tprediction" and len(lines) == 1822
+    assert {line.split("\t")[1] for line in lines[1:]} <= {"0", "1"}
