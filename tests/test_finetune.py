@@ -75,11 +75,9 @@ def _write_csv(path: Path, rows: list[tuple[str, str]], header=("text", "label")
     return path
 
 
-def test_custom_csv_classification_end_to_end(word_model: Path, tmp_path: Path, capsys) -> None:
-    train = _write_csv(tmp_path / "train.csv", _sentiment_rows(400, 1))
-    dev = _write_csv(tmp_path / "dev.csv", _sentiment_rows(100, 2))
-    out = tmp_path / "clf"
-    args = [
+def custom_args(train: Path, dev: Path, model: Path, out: Path, *extra: str) -> list[str]:
+    """`electra finetune --task custom` on CSV files, plus extra options."""
+    return [
         "finetune",
         "--task",
         "custom",
@@ -88,19 +86,21 @@ def test_custom_csv_classification_end_to_end(word_model: Path, tmp_path: Path, 
         "--dev",
         str(dev),
         "--model",
-        str(word_model),
+        str(model),
         "--out",
         str(out),
-        "--epochs",
-        "4",
-        "--lr",
-        "2e-3",
-        "--batch-size",
-        "16",
-        "--seeds",
-        "1,2",
         "--quiet",
+        *extra,
     ]
+
+
+def test_custom_csv_classification_end_to_end(word_model: Path, tmp_path: Path, capsys) -> None:
+    train = _write_csv(tmp_path / "train.csv", _sentiment_rows(400, 1))
+    dev = _write_csv(tmp_path / "dev.csv", _sentiment_rows(100, 2))
+    out = tmp_path / "clf"
+    args = custom_args(
+        train, dev, word_model, out, "--epochs", "4", "--lr", "2e-3", "--batch-size", "16", "--seeds", "1,2"
+    )
     assert main(args) == 0
     results = json.loads((out / "eval_results.json").read_text())
     assert set(results["per_seed"]) == {"1", "2"} and results["selected_seed"] in (1, 2)
@@ -154,24 +154,7 @@ def test_same_seed_same_results_on_cpu(word_model: Path, tmp_path: Path) -> None
     dev = _write_csv(tmp_path / "dev.csv", _sentiment_rows(32, 4))
     runs = []
     for name in ("a", "b"):
-        args = [
-            "finetune",
-            "--task",
-            "custom",
-            "--train",
-            str(train),
-            "--dev",
-            str(dev),
-            "--model",
-            str(word_model),
-            "--out",
-            str(tmp_path / name),
-            "--epochs",
-            "1",
-            "--seeds",
-            "7",
-            "--quiet",
-        ]
+        args = custom_args(train, dev, word_model, tmp_path / name, "--epochs", "1", "--seeds", "7")
         assert main(args) == 0
         runs.append(json.loads((tmp_path / name / "eval_results.json").read_text())["per_seed"])
     assert runs[0] == runs[1]
@@ -181,18 +164,11 @@ def test_custom_regression(word_model: Path, tmp_path: Path) -> None:
     rows = [(text, "4.5" if label == "pos" else "0.5") for text, label in _sentiment_rows(400, 5)]
     train = _write_csv(tmp_path / "train.csv", rows, header=("sentence", "score"))
     out = tmp_path / "reg"
-    args = [
-        "finetune",
-        "--task",
-        "custom",
-        "--train",
-        str(train),
-        "--dev",
-        str(train),
-        "--model",
-        str(word_model),
-        "--out",
-        str(out),
+    args = custom_args(
+        train,
+        train,
+        word_model,
+        out,
         "--regression",
         "--text-column",
         "sentence",
@@ -204,8 +180,7 @@ def test_custom_regression(word_model: Path, tmp_path: Path) -> None:
         "16",
         "--lr",
         "2e-3",
-        "--quiet",
-    ]
+    )
     assert main(args) == 0
     results = json.loads((out / "eval_results.json").read_text())
     assert results["median"]["dev"]["pearson"] > 0.8
@@ -242,22 +217,7 @@ def test_bad_inputs(word_model: Path, tmp_path: Path, capsys, case: str) -> None
         dev, needle = _write_csv(tmp_path / "odd.csv", [("good .", "maybe")]), "never occur"
     elif case == "regression with string labels":
         extra, needle = ["--regression"], "not a number"
-    args = [
-        "finetune",
-        "--task",
-        "custom",
-        "--train",
-        str(train),
-        "--dev",
-        str(dev),
-        "--model",
-        str(model),
-        "--out",
-        str(tmp_path / "out"),
-        "--quiet",
-        *extra,
-    ]
-    code = main(args)
+    code = main(custom_args(train, dev, model, tmp_path / "out", *extra))
     err = capsys.readouterr().err
     assert code == 2, err
     assert needle in err and err.count("\n") == 1, err

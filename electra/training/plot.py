@@ -44,27 +44,22 @@ def plot_run(run: Path, out: Path | None = None) -> Path:
     records = read_metrics(run)
     out = out or run / "curves.png"
     fig, axes = plt.subplots(2, 3, figsize=(15, 8))
+
+    def series(key: str, split: str = "train") -> list[tuple[int, float]]:
+        return [(r["step"], r[key]) for r in records if r.get("split") == split and r.get(key) is not None]
+
+    extra_lines = {
+        "disc_accuracy": ("all_original_accuracy", ":", "all-original baseline"),
+        "disc_recall": ("disc_precision", ".", "precision (train; undefined while nothing is flagged)"),
+    }
     for ax, (key, title) in zip(axes.flat, PANELS, strict=True):
         for split, style in (("train", "-"), ("val", "o--")):
-            pts = [(r["step"], r[key]) for r in records if r.get("split") == split and r.get(key) is not None]
-            if pts:
+            if pts := series(key, split):
                 ax.plot(*zip(*pts, strict=True), style, label=split, markersize=3)
-        if key == "disc_accuracy":
-            base = [
-                (r["step"], r["all_original_accuracy"])
-                for r in records
-                if r.get("split") == "train" and r.get("all_original_accuracy") is not None
-            ]
-            if base:
-                ax.plot(*zip(*base, strict=True), ":", color="gray", label="all-original baseline")
-        if key == "disc_recall":
-            prec = [
-                (r["step"], r["disc_precision"])
-                for r in records
-                if r.get("split") == "train" and r.get("disc_precision") is not None
-            ]
-            if prec:
-                ax.plot(*zip(*prec, strict=True), "-", alpha=0.6, label="precision (train)")
+        if key in extra_lines:
+            other, style, label = extra_lines[key]
+            if pts := series(other):
+                ax.plot(*zip(*pts, strict=True), style, alpha=0.7, label=label)
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)

@@ -1,0 +1,114 @@
+"""Fine-tune one pre-trained model on several GLUE tasks and tabulate the dev metrics.
+
+    python bench/finetune_glue.py --model runs/small                       # the ELECTRA recipe, 5 tasks
+    python bench/finetune_glue.py --model runs/small --max-train-examples 8000 --max-epochs 3   # CPU budget
+
+Each task's main metric (CoLA MCC, SST-2/RTE accuracy, MRPC F1/accuracy average, STS-B Pearson/Spearman
+average; x100) and their average go to `bench/results/finetune_glue_<name>.json`, with every seed's figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from electra.training.finetune import FinetuneConfig, finetune  # noqa: E402
+from electra.training.tasks import TASKS  # noqa: E402
+
+# The figure each task contributes to the GLUE average (as in the paper's tables).
+SCORE = {
+    "cola": "mcc",
+    "sst2": "accuracy",
+    "mrpc": "f1_accuracy_avg",
+    "stsb": "pearson_spearman_avg",
+    "rte": "accuracy",
+    "qnli": "accuracy",
+    "wnli": "accuracy",
+    "qqp": "f1_accuracy_avg",
+    "mnli": "accuracy",
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", type=Path, required=True)
+    ap.add_argument("--glue", type=Path, default=ROOT.parent / "shared" / "data" / "glue")
+    ap.add_argument("--tasks", default="sst2,mrpc,cola,stsb,rte")
+    ap.add_argument("--seeds", default="1")
+    ap.add_argument("--max-train-examples", type=int, default=None, help="cap per task (CPU budgets)")
+    ap.add_argument("--max-epochs", type=int, default=None, help="cap the recipe's epochs (CPU budgets)")
+    ap.add_argument("--max-seq-len", type=int, default=128)
+    ap.add_argument("--name", default="cpu", help="results file suffix")
+    ap.add_argument("--device", default=None)
+    args = ap.parse_args()
+    if not args.glue.is_dir():
+        print(f"skipped: {args.glue} is absent", file=sys.stderr)
+        return 0
+    seeds = [int(s) for s in args.seeds.split(",")]
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.tasks.split(","):
+            task = TASKS[name]
+            epochs = min(task.default_epochs, args.max_epochs) if args.max_epochs else None
+            start = time.perf_counter()
+            summary = finetune(
+                FinetuneConfig(
+                    task=name,
+                    model=args.model,
+                    out=Path(tmp) / name,
+                    data_dir=args.glue,
+                    seeds=seeds,
+                    epochs=epochs,
+                    max_train_examples=args.max_train_examples,
+                    max_seq_len=args.max_seq_len,
+                    device=args.device,
+                    progress=False,
+                )
+            )
+            dev = summary["median"][task.dev_splits[0]]
+            rows[name] = {
+                "score": 100 * dev[SCORE[name]],
+                "dev": dev,
+                "epochs": summary["epochs"],
+                "train_examples": summary["train_examples"],
+                "seconds": time.perf_counter() - start,
+                "per_seed": {s: r["final"] for s, r in summary["per_seed"].items()},
+            }
+            print(
+                f"{name}: {rows[name]['score']:.1f} ({', '.join(f'{k} {v:.4f}' for k, v in dev.items())}) "
+                f"in {rows[name]['seconds']:.0f} s",
+                flush=True,
+            )
+    average = statistics.mean(r["score"] for r in rows.values())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    record = {
+        "benchmark": "finetune_glue",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": commit.stdout.strip(),
+        "machine": platform.platform(),
+        "model": str(args.model),
+        "seeds": seeds,
+        "max_train_examples": args.max_train_examples,
+        "max_epochs": args.max_epochs,
+        "tasks": rows,
+        "average": average,
+    }
+    out = ROOT / "bench" / "results" / f"finetune_glue_{args.name}.json"
+    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    print(f"average {average:.1f} over {len(rows)} tasks -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
