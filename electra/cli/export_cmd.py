@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from electra.errors import InputError
+from electra.errors import ElectraError, InputError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -73,6 +73,13 @@ def _dev_set(args: argparse.Namespace) -> tuple[list, list[int]] | None:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    missing = [m for m in ("torch", "onnx", "onnxruntime") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ElectraError(
+            f"electra export needs {', '.join(missing)}: install both extras with pip install 'electra[all]'"
+        )
     from electra.onnx.export import export_bundle
 
     meta = export_bundle(
