@@ -55,11 +55,16 @@ class ElectraEmbeddings(nn.Module):
         self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, cfg.embedding_size)
         self.LayerNorm = nn.LayerNorm(cfg.embedding_size, eps=cfg.layer_norm_eps)
         self.dropout = nn.Dropout(cfg.hidden_dropout_prob)
+        # A slice of a constant buffer, as transformers does, rather than arange: ONNX Runtime's
+        # EmbedLayerNormalization fusion matches this pattern. Non-persistent: not part of any checkpoint.
+        self.register_buffer(
+            "position_ids", torch.arange(cfg.max_position_embeddings).unsqueeze(0), persistent=False
+        )
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        positions = self.position_ids[:, : input_ids.shape[1]]
         # Summation order as in transformers, so fp32 results match bit for bit.
         x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
         x = x + self.position_embeddings(positions)

@@ -139,6 +139,7 @@ def test_tiny_models_fuse_attention_in_every_layer(disc_bundle, clf_bundle) -> N
     for bundle, meta in (disc_bundle, clf_bundle):
         counts = meta["fused_operators"]
         assert counts["Attention"] == 2, counts
+        assert counts["EmbedLayerNormalization"] == 1, counts
         assert counts["SkipLayerNormalization"] >= 2 * 2, counts
         assert counts["BiasGelu"] >= 2, counts
         assert counts == count_fused_operators(bundle / "model.onnx")
@@ -153,6 +154,7 @@ def test_small_shaped_model_fuses(root: Path) -> None:
     meta = export_bundle(model_dir, root / "small-fp32")
     counts = meta["fused_operators"]
     assert counts["Attention"] == 2
+    assert counts["EmbedLayerNormalization"] == 1  # also with the 128 -> 256 embedding projection
     assert counts["SkipLayerNormalization"] >= 4
     assert counts["BiasGelu"] >= 2
     assert meta["parity"]["max_abs_diff"] < 1e-4
