@@ -13,12 +13,13 @@ import argparse
 import json
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+
+from benchlib import git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -91,11 +92,10 @@ def main() -> int:
                 flush=True,
             )
     average = statistics.mean(r["score"] for r in rows.values())
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     record = {
         "benchmark": "finetune_glue",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "commit": commit.stdout.strip(),
+        "commit": git_commit(),
         "machine": platform.platform(),
         "model": str(args.model),
         "seeds": seeds,

@@ -33,7 +33,6 @@ import math
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +45,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from benchlib import git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -75,16 +75,6 @@ log = logging.getLogger("bench.inference")
 
 class BenchError(Exception):
     """A setup problem the run cannot continue past; printed as one line."""
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        )
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 def cpu_name() -> str:

@@ -16,26 +16,18 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from benchlib import git_commit
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 DEFAULT_CORPUS = SHARED / "corpus" / "enwiki-2015-wikiextractor"
 DEFAULT_VOCAB = SHARED / "models" / "bert-uncased-vocab" / "vocab.txt"
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main() -> int:

@@ -16,7 +16,6 @@ import argparse
 import json
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from contextlib import nullcontext
@@ -24,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
+from benchlib import git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -36,16 +36,6 @@ from electra.training.pretrain import ElectraPretrainer  # noqa: E402
 
 SPECIALS = SpecialTokens(pad=0, cls=101, sep=102, mask=103)
 VOCAB = 30522
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        )
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
 
 
 def synthetic_batch(batch: int, seq: int, device: torch.device, seed: int) -> dict[str, torch.Tensor]:
