@@ -483,9 +483,10 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
     with _StopSignal() as stop:
         while step < cfg.steps:
             global_idx = sampler.next_global_batch()
+            rows = np.sort(global_idx)  # ascending indices read the memmap sequentially
             n_tokens, n_masked = global_counts(
-                np.asarray(data.train.input_ids[np.sort(global_idx)]),
-                np.asarray(data.train.lengths[np.sort(global_idx)], dtype=np.int64),
+                np.asarray(data.train.input_ids[rows]),
+                np.asarray(data.train.lengths[rows], dtype=np.int64),
                 special_tuple,
                 cfg.mask_prob,
             )
@@ -578,11 +579,7 @@ def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
 
 
 def _summarise(acc: dict[str, torch.Tensor], d: Dist, step: int, tokens: int, lr: float) -> dict[str, Any]:
-    keys = sorted(acc)
-    values = torch.stack([torch.as_tensor(acc[k], dtype=torch.float32, device=d.device) for k in keys])
-    if d.world > 1:
-        dist.all_reduce(values)
-    s = dict(zip(keys, values.tolist(), strict=True))
+    s = _reduce_sums(acc, d)
     steps = max(s.pop("steps", 1.0) / d.world, 1.0)
     rec: dict[str, Any] = {
         "split": "train",
@@ -632,11 +629,16 @@ def evaluate(model, data, cfg, d, specials, autocast, step, micro_batch) -> dict
     model.train()
     if not acc:
         return {}
+    return {"split": "val", "step": step, **_ratios(_reduce_sums(acc, d))}
+
+
+def _reduce_sums(acc: dict[str, torch.Tensor], d: Dist) -> dict[str, float]:
+    """Sum the accumulated statistics over ranks in one all-reduce (one host sync)."""
     keys = sorted(acc)
     values = torch.stack([torch.as_tensor(acc[k], dtype=torch.float32, device=d.device) for k in keys])
     if d.world > 1:
         dist.all_reduce(values)
-    return {"split": "val", "step": step, **_ratios(dict(zip(keys, values.tolist(), strict=True)))}
+    return dict(zip(keys, values.tolist(), strict=True))
 
 
 def export_hf(model: nn.Module, tok: Any, out: Path) -> None:
