@@ -61,3 +61,146 @@ def marked_corpus(tmp_path: Path) -> Path:
 @pytest.fixture
 def word_vocab(tmp_path: Path) -> Path:
     return write_word_vocab(tmp_path / "vocab.txt")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Exported ONNX bundles for the serving tests (built once per session: export takes a few seconds)
+# ----------------------------------------------------------------------------------------------------------
+
+SERVING_WORDS = tuple(
+    [
+        "the",
+        "a",
+        "an",
+        "of",
+        "to",
+        "and",
+        "in",
+        "is",
+        "was",
+        "it",
+        "that",
+        "for",
+        "on",
+        "with",
+        "as",
+        "by",
+        "at",
+        "from",
+        "this",
+        "be",
+        "are",
+        "he",
+        "she",
+        "they",
+        "we",
+        "you",
+        "i",
+        "cat",
+        "dog",
+        "sat",
+        "mat",
+        "ran",
+        "fast",
+        "slow",
+        "quick",
+        "brown",
+        "fox",
+        "jumps",
+        "over",
+        "lazy",
+        "river",
+        "bank",
+        "money",
+        "city",
+        "park",
+        "house",
+        "good",
+        "bad",
+        "great",
+        "terrible",
+        "movie",
+        "film",
+        "book",
+        "story",
+        "love",
+        "hate",
+        "happy",
+        "sad",
+        "day",
+        "night",
+        "year",
+        "time",
+        "people",
+        "café",
+        "naïve",
+        "über",
+        "north",
+        "south",
+        "east",
+        "west",
+        "new",
+        "york",
+        "paris",
+        "london",
+        "water",
+        "fire",
+        "earth",
+        "wind",
+    ]
+)
+# Word pieces, so some words split into several tokens (word-level aggregation has something to merge).
+SERVING_PIECES = ("##s", "##ing", "##ed", "##er", "##ly", "##e", "##a", "##o", "##n", "##t", "##r")
+SERVING_CHARS = tuple("abcdefghijklmnopqrstuvwxyz0123456789") + tuple(".,!?;:'\"()-/") + ("日", "本", "語")
+SERVING_LABELS = {0: "negative", 1: "positive"}
+
+
+def write_serving_vocab(path: Path) -> Path:
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    for t in (*SERVING_CHARS, *SERVING_WORDS, *SERVING_PIECES):
+        if t not in tokens:
+            tokens.append(t)
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return path
+
+
+def build_serving_bundle(root: Path, kind: str, seed: int = 0, **config: object) -> Path:
+    """A tiny random-weight HF model of `kind` exported to a fused fp32 bundle under root/<name>-bundle."""
+    import torch
+
+    from electra.config import ElectraConfig
+    from electra.hf_format import save_hf_dir
+    from electra.model import build_model
+    from electra.onnx.export import export_bundle
+    from electra.tokenizer import load_tokenizer, save_tokenizer
+
+    vocab = write_serving_vocab(root / "vocab.txt")
+    tokenizer = load_tokenizer(vocab)
+    cfg = ElectraConfig.from_size(
+        "tiny", vocab_size=tokenizer.get_vocab_size(), max_position_embeddings=128, **config
+    )
+    torch.manual_seed(seed)
+    model = build_model(kind, cfg)
+    with torch.no_grad():
+        # Off the init's zero biases so scores differ from token to token.
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    name = f"{kind}-{seed}-{cfg.num_labels}"
+    model_dir = save_hf_dir(model, root / name)
+    save_tokenizer(tokenizer, model_dir)
+    out = root / f"{name}-bundle"
+    export_bundle(model_dir, out, precision="fp32", max_seq_len=64)
+    return out
+
+
+@pytest.fixture(scope="session")
+def serving_bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Server bundles: 'detector' (a discriminator), 'sentiment' (2 labels), 'score' (regression)."""
+    root = tmp_path_factory.mktemp("bundles")
+    return {
+        "detector": build_serving_bundle(root, "discriminator"),
+        "sentiment": build_serving_bundle(root, "classifier", id2label=SERVING_LABELS),
+        "score": build_serving_bundle(
+            root, "classifier", seed=1, id2label={0: "score"}, problem_type="regression"
+        ),
+    }

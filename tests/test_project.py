@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -43,15 +44,36 @@ def test_subpackages_import_and_no_top_level_onnx_shadows_the_library() -> None:
 
 
 @pytest.mark.slow
-def test_demo_builds_corpus_tokenizer_and_data_and_reuses_them(tmp_path: Path, capsys) -> None:
+def test_demo_builds_every_stage_serves_the_bundle_and_reuses_stages(tmp_path: Path, capsys) -> None:
+    from litestar.testing import TestClient
+
+    from electra.onnx.export import load_bundle_metadata
+    from electra.serving.app import create_app
+    from electra.serving.settings import ModelSpec, ServeSettings
+
     work = tmp_path / "demo"
-    argv = ["demo", "--workdir", str(work), "--corpus-mb", "1", "--vocab-size", "2000", "--quiet"]
-    assert main(argv) == 0
+    argv = ["demo", "--workdir", str(work), "--corpus-mb", "1", "--vocab-size", "2000", "--steps", "12"]
+    assert main([*argv, "--no-serve", "--quiet"]) == 0
     out, err = capsys.readouterr()
-    assert "demo corpus" in err and "demo ready" in out
+    assert "demo corpus" in err and "bundle ready" in out
     data = PretrainingData.open(work / "data")
     assert len(data.train) > 100 and len(data.val) > 0
     assert data.manifest["tokenizer"]["vocab_size"] <= 2000
+    assert (work / "pretrain" / "metrics.jsonl").is_file()
+    meta = load_bundle_metadata(work / "bundle")
+    assert meta["kind"] == "discriminator" and meta["fused_operators"]["Attention"] == 2
+
+    text = "The server scores every token of this sentence."
+    with TestClient(create_app(ServeSettings(models=(ModelSpec("demo", work / "bundle"),)))) as client:
+        deadline = time.monotonic() + 30
+        while client.get("/health/ready").status_code != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        r = client.post("/detect", json={"text": text})
+        assert r.status_code == 200, r.text
+        tokens = r.json()["results"][0]["tokens"]
+        assert [text[t["start"] : t["end"]] for t in tokens] == [t["text"] for t in tokens]
+
     # A second run reuses every finished stage.
-    assert main(argv) == 0
-    assert capsys.readouterr().err.count("reusing") == 2
+    assert main([*argv, "--no-serve", "--quiet"]) == 0
+    assert capsys.readouterr().err.count("reusing") == 4

@@ -24,7 +24,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from electra.cli import data_cmd, demo_cmd, export_cmd, finetune_cmd, pretrain_cmd, tokenizer_cmd
+    from electra.cli import (
+        data_cmd,
+        demo_cmd,
+        export_cmd,
+        finetune_cmd,
+        pretrain_cmd,
+        serve_cmd,
+        tokenizer_cmd,
+    )
 
     parser = _Parser(
         prog="electra",
@@ -36,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for module in (tokenizer_cmd, data_cmd, pretrain_cmd, finetune_cmd, export_cmd, demo_cmd):
+    for module in (tokenizer_cmd, data_cmd, pretrain_cmd, finetune_cmd, export_cmd, serve_cmd, demo_cmd):
         module.register(sub)
     return parser
 
@@ -67,3 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
         return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

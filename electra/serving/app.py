@@ -1,0 +1,391 @@
+"""The Litestar application: routes, limits, API keys, readiness, metrics and the page at `/`.
+
+`create_app(settings)` loads every bundle (a bad one fails here, before the port opens); warm-up runs in the
+background after start-up, and /health/ready turns 200 only when it is done, so Kubernetes sends no traffic
+to a pod whose first requests would pay ONNX Runtime's lazy initialisation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Annotated, Any
+
+from litestar import Litestar, MediaType, Request, Response, get, post
+from litestar.config.cors import CORSConfig
+from litestar.connection import ASGIConnection
+from litestar.enums import RequestEncodingType
+from litestar.exceptions import HTTPException, NotAuthorizedException
+from litestar.handlers.base import BaseRouteHandler
+from litestar.openapi import OpenAPIConfig, ResponseSpec
+from litestar.params import Body
+from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
+
+from electra import __version__
+from electra.errors import InputError
+from electra.serving.batcher import Batcher, InferenceFailed, QueueFull, ShuttingDown
+from electra.serving.metrics import ModelMetrics
+from electra.serving.postprocess import classify_result, detect_result
+from electra.serving.runtime import Encoded, ModelRunner, TooLong
+from electra.serving.schemas import (
+    ClassifyRequest,
+    ClassifyResponse,
+    DetectRequest,
+    DetectResponse,
+    ErrorBody,
+    ModelsResponse,
+    PairInput,
+    Status,
+    to_model_info,
+)
+from electra.serving.settings import ServeSettings
+
+log = logging.getLogger("electra.serving")
+
+# Requests with more characters than this are tokenized in a worker thread rather than on the event loop.
+INLINE_TOKENIZE_CHARS = 4096
+KIND_ROUTE = {"discriminator": "/detect", "classifier": "/classify"}
+
+
+def _errors(*codes: int) -> dict[int, ResponseSpec]:
+    why = {
+        400: "malformed or invalid request",
+        401: "missing or wrong API key (when the server has keys)",
+        404: "no such model",
+        413: "over a size limit (body, inputs, characters, tokens with truncate=false)",
+        503: "queue full or models still loading (see Retry-After)",
+    }
+    return {
+        c: ResponseSpec(data_container=ErrorBody, description=why[c], generate_examples=False) for c in codes
+    }
+
+
+INFERENCE_ERRORS = _errors(400, 401, 404, 413, 503)
+
+
+def load_runners(settings: ServeSettings) -> dict[str, ModelRunner]:
+    """Every bundle of the settings, loaded (InputError naming the bundle on the first bad one)."""
+    runners = {}
+    for spec in settings.models:
+        try:
+            runners[spec.name] = ModelRunner(spec.name, spec.path, settings.device, settings.threads)
+        except InputError as e:
+            raise InputError(f"model {spec.name!r}: {e}") from None
+    return runners
+
+
+class ServerState:
+    """Runners, their batchers, and readiness; shared by the route handlers of one app."""
+
+    def __init__(self, settings: ServeSettings, runners: dict[str, ModelRunner]) -> None:
+        self.settings = settings
+        self.runners = runners
+        self.metrics = {name: ModelMetrics.for_model(name) for name in runners}
+        self.batchers: dict[str, Batcher] = {}
+        self.ready = False
+        self.failure: str | None = None
+        self.on_ready: Callable[[], None] | None = None
+        self._keys = [k.encode() for k in settings.api_keys]
+
+    # --- lifecycle --------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        s = self.settings
+        for name, runner in self.runners.items():
+            batcher = Batcher(
+                runner, self.metrics[name], s.max_batch_tokens, s.max_batch_size, s.max_wait_ms, s.max_queue
+            )
+            batcher.start()
+            self.batchers[name] = batcher
+
+    async def warm_up(self) -> None:
+        try:
+            for runner in self.runners.values():
+                await asyncio.to_thread(runner.warm_up)
+        except Exception as e:  # a model that cannot run keeps the pod unready, with the reason visible
+            self.failure = f"warm-up failed: {e.__class__.__name__}: {e}"
+            log.exception("warm-up failed")
+            return
+        self.ready = True
+        if self.on_ready is not None:
+            self.on_ready()
+        log.info("ready: %s", ", ".join(f"{n} ({r.kind})" for n, r in self.runners.items()))
+
+    async def stop(self) -> None:
+        self.ready = False
+        await asyncio.gather(*(b.close() for b in self.batchers.values()))
+
+    # --- request helpers --------------------------------------------------------------------------------
+
+    def authorize(self, header: str | None) -> bool:
+        if not self._keys:
+            return True
+        scheme, _, token = (header or "").partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            return False
+        given = token.strip().encode()
+        # Compare against every key, so the time taken says nothing about which key (or prefix) matched.
+        return any([hmac.compare_digest(given, key) for key in self._keys])
+
+    def pick(self, name: str | None, kind: str) -> ModelRunner:
+        candidates = {n: r for n, r in self.runners.items() if r.kind == kind}
+        route = KIND_ROUTE[kind]
+        if name is not None:
+            runner = self.runners.get(name)
+            if runner is None:
+                raise HTTPException(
+                    status_code=404,
+                    detail=f"model {name!r} is not loaded; loaded for {route}: {_names(candidates)}",
+                )
+            if runner.kind != kind:
+                raise HTTPException(
+                    status_code=400,
+                    detail=f"model {name!r} is a {runner.kind}; send it to {KIND_ROUTE[runner.kind]}",
+                )
+            return runner
+        if not candidates:
+            raise HTTPException(
+                status_code=404, detail=f"no {kind} model is loaded, so {route} has nothing to run"
+            )
+        if len(candidates) > 1:
+            raise HTTPException(
+                status_code=400,
+                detail=f"several models serve {route}; name one in 'model': {_names(candidates)}",
+            )
+        return next(iter(candidates.values()))
+
+    def check_ready(self) -> None:
+        if not self.ready:
+            detail = self.failure or "models are still loading; retry shortly (see /health/ready)"
+            raise HTTPException(status_code=503, detail=detail, headers={"Retry-After": "1"})
+
+    def check_sizes(self, texts: Sequence[str], field: str) -> None:
+        if not texts:
+            raise HTTPException(status_code=400, detail=f"'{field}' is empty; send at least one input")
+        if len(texts) > self.settings.max_texts:
+            raise HTTPException(
+                status_code=413,
+                detail=f"{len(texts)} inputs in one request; the limit is {self.settings.max_texts}",
+            )
+        self.check_chars(texts)
+
+    def check_chars(self, texts: Sequence[str]) -> None:
+        s = self.settings
+        for i, text in enumerate(texts):
+            if len(text) > s.max_chars:
+                raise HTTPException(
+                    status_code=413,
+                    detail=f"input {i} has {len(text):,} characters; the limit is {s.max_chars:,} per text",
+                )
+
+    async def infer(
+        self, runner: ModelRunner, items: list[Any], truncate: bool
+    ) -> tuple[list[Encoded], list[Any]]:
+        """Tokenize, then queue for the batcher; the batcher knows a request is coming while it tokenizes."""
+        batcher = self.batchers[runner.name]
+        batcher.expect()
+        try:
+            encoded = await self.encode(runner, items, truncate)
+        finally:
+            batcher.arrived()
+        return encoded, await self.run(runner, encoded)
+
+    async def encode(self, runner: ModelRunner, items: list[Any], truncate: bool) -> list[Encoded]:
+        start = time.perf_counter()
+        chars = sum(len(x) if isinstance(x, str) else len(x[0]) + len(x[1] or "") for x in items)
+        try:
+            if chars <= INLINE_TOKENIZE_CHARS:
+                encoded = runner.encode(items, truncate)
+            else:
+                encoded = await asyncio.to_thread(runner.encode, items, truncate)
+        except TooLong as e:
+            raise HTTPException(status_code=413, detail=str(e)) from None
+        self.metrics[runner.name].tokenization.observe(time.perf_counter() - start)
+        return encoded
+
+    async def run(self, runner: ModelRunner, encoded: list[Encoded]) -> list[Any]:
+        try:
+            rows = await self.batchers[runner.name].submit(encoded)
+        except QueueFull as e:
+            raise HTTPException(
+                status_code=503, detail=str(e), headers={"Retry-After": str(e.retry_after_s)}
+            ) from None
+        except (ShuttingDown, InferenceFailed) as e:
+            raise HTTPException(status_code=503, detail=str(e), headers={"Retry-After": "1"}) from None
+        self.metrics[runner.name].inputs.inc(len(encoded))
+        return rows
+
+
+def _names(runners: dict[str, ModelRunner]) -> str:
+    return ", ".join(sorted(runners)) or "none"
+
+
+def _one_or_many(single: Any, many: list[Any] | None, single_name: str, many_name: str) -> list[Any]:
+    if (single is None) == (many is None):
+        raise HTTPException(
+            status_code=400,
+            detail=f"send exactly one of '{single_name}' (one input) or '{many_name}' (a list)",
+        )
+    return [single] if many is None else many
+
+
+def _page() -> str:
+    try:
+        return resources.files("electra.serving").joinpath("static/index.html").read_text(encoding="utf-8")
+    except (FileNotFoundError, OSError):
+        return "<!doctype html><title>electra</title><p>The page is missing from this install; see /schema."
+
+
+def create_app(
+    settings: ServeSettings,
+    runners: dict[str, ModelRunner] | None = None,
+    on_ready: Callable[[], None] | None = None,
+) -> Litestar:
+    """The ASGI app. `runners` (models already loaded) is for tests and embedding; default: load them."""
+    settings = settings.with_keys()
+    state = ServerState(settings, runners if runners is not None else load_runners(settings))
+    state.on_ready = on_ready
+    page = _page()
+
+    def require_key(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+        if not state.authorize(connection.headers.get("authorization")):
+            raise NotAuthorizedException(
+                detail="missing or wrong API key: send 'Authorization: Bearer <key>'",
+                headers={"WWW-Authenticate": 'Bearer realm="electra"'},
+            )
+
+    @post("/detect", status_code=200, guards=[require_key], tags=["inference"], responses=INFERENCE_ERRORS)
+    async def detect(
+        data: Annotated[DetectRequest, Body(media_type=RequestEncodingType.JSON)],
+    ) -> DetectResponse:
+        """Score every token of each text: probability that it was replaced (ELECTRA's discriminator)."""
+        texts = _one_or_many(data.text, data.texts, "text", "texts")
+        state.check_sizes(texts, "texts")
+        runner = state.pick(data.model, "discriminator")
+        state.check_ready()
+        encoded, rows = await state.infer(runner, texts, data.truncate)
+        results = [
+            detect_result(text, enc, row, data.threshold, data.level)
+            for text, enc, row in zip(texts, encoded, rows, strict=True)
+        ]
+        return DetectResponse(model=runner.name, results=results)
+
+    @post("/classify", status_code=200, guards=[require_key], tags=["inference"], responses=INFERENCE_ERRORS)
+    async def classify(
+        data: Annotated[ClassifyRequest, Body(media_type=RequestEncodingType.JSON)],
+    ) -> ClassifyResponse:
+        """Label each input (or text pair) with a fine-tuned classifier; regression answers a score."""
+        if data.inputs is not None and data.text_pair is not None:
+            raise HTTPException(
+                status_code=400, detail="'text_pair' goes with 'text'; inside 'inputs' use items"
+            )
+        if data.inputs is None:
+            items = _one_or_many(data.text, None, "text", "inputs")
+            pairs = [(items[0], data.text_pair)]
+        else:
+            _one_or_many(data.text, data.inputs, "text", "inputs")
+            pairs = [(x.text, x.text_pair) for x in data.inputs]
+        state.check_sizes([a for a, _ in pairs], "inputs")
+        state.check_chars([b for _, b in pairs if b is not None])
+        runner = state.pick(data.model, "classifier")
+        state.check_ready()
+        encoded, rows = await state.infer(runner, pairs, data.truncate)
+        results = [
+            classify_result(row, runner.labels, runner.regression, runner.multi_label, enc.truncated)
+            for enc, row in zip(encoded, rows, strict=True)
+        ]
+        return ClassifyResponse(model=runner.name, results=results)
+
+    @get("/models", guards=[require_key], tags=["models"], responses=_errors(401))
+    async def models() -> ModelsResponse:
+        """The loaded bundles and their metadata (kind, labels, limits, precision, fused ops, parity)."""
+        return ModelsResponse(models=[to_model_info(r.describe()) for r in state.runners.values()])
+
+    @get("/health/live", tags=["health"])
+    async def live() -> Status:
+        """200 while the process serves HTTP."""
+        return Status(status="live")
+
+    @get(
+        "/health/ready",
+        tags=["health"],
+        responses={
+            503: ResponseSpec(data_container=Status, description="not ready", generate_examples=False)
+        },
+    )
+    async def ready() -> Response[Status]:
+        """200 once every model is loaded and warmed up; 503 before (and during shutdown)."""
+        if state.ready:
+            return Response(Status(status="ready"))
+        if state.failure:
+            return Response(Status(status="failed", detail=state.failure), status_code=503)
+        return Response(Status(status="loading"), status_code=503, headers={"Retry-After": "1"})
+
+    @get("/", media_type=MediaType.HTML, include_in_schema=False)
+    async def index() -> str:
+        return page
+
+    @asynccontextmanager
+    async def lifespan(_: Litestar) -> AsyncIterator[None]:
+        state.start()
+        warm = asyncio.create_task(state.warm_up(), name="warm-up")
+        try:
+            yield
+        finally:
+            if not warm.done():
+                warm.cancel()
+            await state.stop()
+
+    prometheus = PrometheusConfig(
+        app_name="electra",
+        prefix="electra_http",
+        group_path=True,
+        exclude_unhandled_paths=True,
+        exclude=["/metrics"],
+    )
+
+    app = Litestar(
+        route_handlers=[detect, classify, models, live, ready, index, PrometheusController],
+        lifespan=[lifespan],
+        middleware=[prometheus.middleware],
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=OpenAPIConfig(
+            title="electra",
+            version=__version__,
+            description="Replaced-token detection and classification with ELECTRA models (ONNX Runtime).",
+            path="/schema",
+        ),
+        cors_config=CORSConfig(allow_origins=["*"], allow_headers=["Authorization", "Content-Type"]),
+        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+        debug=False,
+    )
+    app.state.electra = state
+    _document_closed_bodies(app)
+    return app
+
+
+def _document_closed_bodies(app: Litestar) -> None:
+    """Request bodies reject unknown fields (a typo such as "treshold" must not pass silently); Litestar's
+    generated schema does not say so, which would make schema-driven clients and fuzzers expect a 200."""
+    closed = {cls.__name__ for cls in (DetectRequest, ClassifyRequest, PairInput)}
+    for name, schema in (app.openapi_schema.components.schemas or {}).items():
+        if name.split("_")[-1] in closed:
+            schema.additional_properties = False
+
+
+def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
+    body: dict[str, Any] = {"status_code": exc.status_code, "detail": exc.detail}
+    if exc.extra:
+        body["extra"] = exc.extra
+    return Response(body, status_code=exc.status_code, headers=exc.headers)
+
+
+def _internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    # A bug, not bad input: logged with its traceback, answered as JSON without internals.
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return Response({"status_code": 500, "detail": "internal server error (logged)"}, status_code=500)

@@ -1,0 +1,224 @@
+"""Dynamic batching: a bounded queue per model and one task that turns it into padded model calls.
+
+Requests enqueue their tokenized inputs and await futures. The batching task takes inputs in arrival order
+while the padded batch (rows x longest row) stays under the token budget and the row limit; when the batch
+is not full and other requests are still tokenizing, it waits up to max_wait_ms for them. ONNX Runtime runs
+in a worker thread so the event loop keeps serving HTTP; while one batch runs, the next one fills, which is
+where the throughput comes from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from electra.serving.metrics import ModelMetrics
+from electra.serving.runtime import Encoded, ModelRunner
+
+log = logging.getLogger(__name__)
+
+
+class QueueFull(Exception):
+    """The model's queue cannot take the request's inputs now; the client should retry later."""
+
+    def __init__(self, model: str, waiting: int, limit: int, retry_after_s: int) -> None:
+        super().__init__(
+            f"model {model!r} is busy: {waiting} inputs are waiting (limit {limit}); "
+            f"retry in {retry_after_s} s"
+        )
+        self.retry_after_s = retry_after_s
+
+
+class ShuttingDown(Exception):
+    """The batcher is closed and takes no new work."""
+
+
+# A batch's rows are at least this fraction of its longest row (see Batcher._choose).
+MIN_FILL = 0.5
+
+
+@dataclass(slots=True, eq=False)
+class _Item:
+    encoded: Encoded
+    future: asyncio.Future[np.ndarray]
+    enqueued: float = field(default_factory=time.perf_counter)
+
+
+class Batcher:
+    # How far into the queue a batch looks for inputs of a similar length.
+    WINDOW = 256
+
+    def __init__(
+        self,
+        runner: ModelRunner,
+        metrics: ModelMetrics,
+        max_batch_tokens: int,
+        max_batch_size: int,
+        max_wait_ms: float,
+        max_queue: int,
+    ) -> None:
+        self.runner = runner
+        self.metrics = metrics
+        self.max_batch_tokens = max_batch_tokens
+        self.max_batch_size = max_batch_size
+        self.max_wait_s = max_wait_ms / 1000.0
+        self.max_queue = max_queue
+        self._queue: deque[_Item] = deque()
+        self._wakeup = asyncio.Event()
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        # One thread per model: ONNX Runtime parallelises inside a call, and two concurrent calls on one CPU
+        # session only fight over the same cores.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ort-{runner.name}")
+        self._recent_batch_s = 0.05
+        # Requests being tokenized for this model: their inputs will arrive within a millisecond or so.
+        self._incoming = 0
+
+    @property
+    def waiting(self) -> int:
+        return len(self._queue)
+
+    def expect(self) -> None:
+        """A request is on its way (tokenizing): a batch that is not full may wait for it."""
+        self._incoming += 1
+
+    def arrived(self) -> None:
+        """That request has submitted its inputs, or failed before it could."""
+        self._incoming -= 1
+        self._wakeup.set()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"batcher-{self.runner.name}")
+
+    async def submit(self, inputs: list[Encoded]) -> list[np.ndarray]:
+        """Logits rows for `inputs`, in order. QueueFull when they do not fit; all or none are queued."""
+        if self._closing:
+            raise ShuttingDown(f"model {self.runner.name!r} is shutting down")
+        if len(self._queue) + len(inputs) > self.max_queue:
+            self.metrics.rejected.inc()
+            raise QueueFull(self.runner.name, len(self._queue), self.max_queue, self._retry_after())
+        loop = asyncio.get_running_loop()
+        items = [_Item(e, loop.create_future()) for e in inputs]
+        self._queue.extend(items)
+        self.metrics.queue_size.set(len(self._queue))
+        self._wakeup.set()
+        try:
+            return list(await asyncio.gather(*(item.future for item in items)))
+        except asyncio.CancelledError:
+            # The client went away: drop what has not started, so a disconnect costs no model time.
+            for item in items:
+                item.future.cancel()
+            raise
+
+    def _retry_after(self) -> int:
+        # Roughly how long the current backlog takes to clear, in whole seconds (at least 1).
+        batches = len(self._queue) / max(1, self.max_batch_size)
+        return max(1, int(batches * self._recent_batch_s + 0.999))
+
+    async def close(self) -> None:
+        """Finish everything queued, then stop the task and the worker thread."""
+        self._closing = True
+        self._wakeup.set()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._executor.shutdown(wait=True)
+
+    # ------------------------------------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            while not self._queue:
+                if self._closing:
+                    return
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            batch = await self._collect()
+            if not batch:
+                continue
+            now = time.perf_counter()
+            for item in batch:
+                self.metrics.queue_wait.observe(now - item.enqueued)
+            width = max(item.encoded.length for item in batch)
+            self.metrics.batch_size.observe(len(batch))
+            self.metrics.batch_tokens.observe(width * len(batch))
+            self.metrics.tokens.inc(sum(item.encoded.length for item in batch))
+            try:
+                rows = await loop.run_in_executor(self._executor, self._infer, [i.encoded for i in batch])
+            except Exception as e:  # A failed model call fails its requests, never the batching task.
+                log.exception("model %s: inference failed on a batch of %d", self.runner.name, len(batch))
+                for item in batch:
+                    if not item.future.done():
+                        item.future.set_exception(InferenceFailed(f"model {self.runner.name!r}: {e}"))
+                continue
+            for item, row in zip(batch, rows, strict=True):
+                if not item.future.done():
+                    item.future.set_result(row)
+
+    def _infer(self, inputs: list[Encoded]) -> list[np.ndarray]:
+        start = time.perf_counter()
+        rows = self.runner.infer(inputs)
+        elapsed = time.perf_counter() - start
+        self._recent_batch_s = 0.8 * self._recent_batch_s + 0.2 * elapsed
+        self.metrics.inference.observe(elapsed)
+        return rows
+
+    async def _collect(self) -> list[_Item]:
+        """The next batch, after waiting up to max_wait for requests that are still tokenizing."""
+        deadline = time.perf_counter() + self.max_wait_s
+        # Wait only for requests known to be on their way: when nothing is, waiting would add max_wait to
+        # a lone request's latency and batch nothing.
+        while len(self._queue) < self.max_batch_size and self._incoming > 0 and not self._closing:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                break
+            self._wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), remaining)
+        batch = self._choose()
+        self.metrics.queue_size.set(len(self._queue))
+        return batch
+
+    def _choose(self) -> list[_Item]:
+        """The oldest input and the queued inputs closest to its length, under the row and token limits.
+
+        Every row is padded to the longest, and attention on CPU computes the padding too, so a batch in
+        arrival order of mixed lengths can cost more than running its inputs one by one. Company for the
+        oldest input is therefore drawn from the inputs no longer than it and at least MIN_FILL of its length,
+        longest first. The oldest input always goes (so nothing starves, and one input over the token budget
+        still runs, alone); the others wait for a batch of their own length.
+        """
+        while self._queue and self._queue[0].future.done():  # cancelled by departed clients
+            self._queue.popleft()
+        if not self._queue:
+            return []
+        head = self._queue.popleft()
+        width = head.encoded.length
+        room = min(self.max_batch_size, self.max_batch_tokens // width) - 1
+        if room <= 0 or not self._queue:
+            return [head]
+        window = list(itertools.islice(self._queue, self.WINDOW))
+        fits = [
+            item
+            for item in window
+            if not item.future.done() and MIN_FILL * width <= item.encoded.length <= width
+        ]
+        fits.sort(key=lambda item: -item.encoded.length)
+        chosen = fits[:room]
+        if chosen:
+            taken = {id(item) for item in chosen}
+            self._queue = deque(item for item in self._queue if id(item) not in taken)
+        return [head, *chosen]
+
+
+class InferenceFailed(Exception):
+    """The model call for a batch raised; its requests get a 500-free 503 with the reason."""

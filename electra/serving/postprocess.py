@@ -1,0 +1,76 @@
+"""From logits to answers: per-token (or per-word) replaced scores with offsets, and label probabilities."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import numpy as np
+
+from electra.serving.runtime import Encoded
+from electra.serving.schemas import ClassifyResult, DetectResult, Token
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    # tanh form: no overflow warning for large negative logits, unlike 1 / (1 + exp(-x)).
+    return 0.5 * (1.0 + np.tanh(0.5 * x.astype(np.float64)))
+
+
+def detect_result(text: str, enc: Encoded, logits: np.ndarray, threshold: float, level: str) -> DetectResult:
+    """Scores of the real tokens of `text` (not [CLS]/[SEP]); level "word" merges pieces (max score)."""
+    scores = sigmoid(logits)
+    offsets = _with_marks(text, enc.offsets)
+    tokens: list[Token] = []
+    if level == "word":
+        words: dict[int, list[int]] = {}
+        for i, word in enumerate(enc.word_ids):
+            if word is not None and not enc.special[i]:
+                words.setdefault(word, []).append(i)
+        for pieces in words.values():
+            start = min(offsets[i][0] for i in pieces)
+            end = max(offsets[i][1] for i in pieces)
+            score = float(max(scores[i] for i in pieces))
+            tokens.append(Token(text[start:end], start, end, score, score >= threshold))
+    else:
+        for i, (start, end) in enumerate(offsets):
+            if enc.special[i]:
+                continue
+            score = float(scores[i])
+            tokens.append(Token(text[start:end], start, end, score, score >= threshold))
+    replaced = sum(t.replaced for t in tokens)
+    return DetectResult(
+        tokens=tokens, replaced_fraction=replaced / len(tokens) if tokens else 0.0, truncated=enc.truncated
+    )
+
+
+def _with_marks(text: str, offsets: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Offsets extended over the combining marks that follow a token (the normalizer strips accents, so
+    "cafe\u0301" tokenizes to "cafe" and the mark would be left outside every token)."""
+    out = list(offsets)
+    starts = sorted(s for s, e in offsets if e > s)
+    for i, (start, end) in enumerate(offsets):
+        if end <= start or end >= len(text) or not unicodedata.category(text[end]).startswith("M"):
+            continue
+        limit = next((s for s in starts if s >= end), len(text))
+        while end < limit and unicodedata.category(text[end]).startswith("M"):
+            end += 1
+        out[i] = (start, end)
+    return out
+
+
+def classify_result(
+    logits: np.ndarray, labels: list[str], regression: bool, multi_label: bool, truncated: bool
+) -> ClassifyResult:
+    if regression:
+        return ClassifyResult(score=float(logits[0]), truncated=truncated)
+    x = logits.astype(np.float64)
+    if multi_label:
+        probs = sigmoid(x)
+        chosen = [labels[i] for i in np.flatnonzero(probs > 0.5)]
+    else:
+        e = np.exp(x - x.max())
+        probs = e / e.sum()
+        chosen = None
+    scores = {label: float(p) for label, p in zip(labels, probs, strict=True)}
+    return ClassifyResult(
+        label=labels[int(np.argmax(probs))], scores=scores, labels=chosen, truncated=truncated
+    )

@@ -1,0 +1,206 @@
+"""One exported bundle in memory: its tokenizer, its ONNX Runtime session, and padded batched inference.
+
+Imports neither torch nor transformers: a serving image carries ONNX Runtime, tokenizers and numpy only.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tokenizers
+
+from electra.errors import InputError
+from electra.onnx.export import INPUT_NAMES, MODEL_ONNX, OUTPUT_NAME, load_bundle_metadata
+from electra.tokenizer import load_tokenizer, special_ids
+
+log = logging.getLogger(__name__)
+
+# Padding is what the bundle's fused attention expects (per-row lengths, see electra.onnx.export).
+REQUIRED_PADDING_SIDE = "right"
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """One tokenized input: what the batcher needs (ids, type ids) and what post-processing needs."""
+
+    ids: np.ndarray  # int64, with [CLS]/[SEP]
+    type_ids: np.ndarray  # int64
+    offsets: list[tuple[int, int]]
+    special: list[int]  # 1 for [CLS]/[SEP]
+    word_ids: list[int | None]
+    truncated: bool
+
+    @property
+    def length(self) -> int:
+        return len(self.ids)
+
+
+class TooLong(InputError):
+    """A text over the model's token limit with truncate=false."""
+
+
+class ModelRunner:
+    """A loaded bundle. `run` is thread-safe (ORT sessions are) and blocks: call it off the event loop."""
+
+    def __init__(self, name: str, path: Path, device: str = "cpu", threads: int = 0) -> None:
+        import onnxruntime as ort
+
+        self.name = name
+        self.path = Path(path)
+        self.meta: dict[str, Any] = load_bundle_metadata(self.path)
+        if self.meta.get("padding_side", REQUIRED_PADDING_SIDE) != REQUIRED_PADDING_SIDE:
+            raise InputError(f"{path}: bundle expects {self.meta['padding_side']} padding; re-export it")
+        self.kind: str = self.meta["kind"]
+        self.max_seq_len: int = self.meta["max_seq_len"]
+        labels = self.meta.get("labels") or {}
+        self.labels: list[str] = [labels[str(i)] for i in range(len(labels))]
+        self.problem_type: str | None = self.meta.get("problem_type")
+        self.regression = self.kind == "classifier" and (
+            self.problem_type == "regression" or len(self.labels) == 1
+        )
+        self.multi_label = self.problem_type == "multi_label_classification"
+        # A model with one token type cannot embed segment 1: pairs are fed as one joined text instead.
+        self.pair_types = int(self.meta.get("type_vocab_size", 2)) > 1
+
+        self.tokenizer = load_tokenizer(self.path)
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(max_length=self.max_seq_len)
+        self.pad_id = special_ids(self.tokenizer).pad
+
+        self.device = device
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        options.log_severity_level = 3
+        # Idle ORT worker threads spin by default, taking the cores the event loop needs for HTTP and
+        # tokenization between batches; in a server they should sleep.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if device == "cuda":
+            if "CUDAExecutionProvider" not in ort.get_available_providers():
+                raise InputError(
+                    "--device cuda: this ONNX Runtime has no CUDA provider (install onnxruntime-gpu, "
+                    f"available: {', '.join(ort.get_available_providers())})"
+                )
+            providers: list[Any] = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+        else:
+            providers = ["CPUExecutionProvider"]
+        # ORT's own logger prints provider failures (a CUDA library missing, ...) to stderr in colour before
+        # raising; the error below says it in one line instead.
+        ort.set_default_logger_severity(4)
+        try:
+            self.session = ort.InferenceSession(str(self.path / MODEL_ONNX), options, providers=providers)
+        except Exception as e:  # ORT raises its own exception types for corrupt or unsupported graphs.
+            first = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
+            raise InputError(f"{self.path / MODEL_ONNX}: ONNX Runtime cannot load it ({first})") from None
+        if device == "cuda" and "CUDAExecutionProvider" not in self.session.get_providers():
+            raise InputError(f"{self.path}: ONNX Runtime fell back to CPU; the CUDA provider failed to start")
+        self._inputs = [i.name for i in self.session.get_inputs()]
+
+    # ------------------------------------------------------------------------------------------------------
+    # Tokenization
+    # ------------------------------------------------------------------------------------------------------
+
+    def encode(self, items: list[str] | list[tuple[str, str | None]], truncate: bool = True) -> list[Encoded]:
+        """Tokenize texts (or (text, pair) tuples) with offsets; TooLong if one is over (truncate off)."""
+        inputs: list[Any] = []
+        for item in items:
+            if isinstance(item, tuple):
+                text, pair = item
+                if pair is None:
+                    inputs.append(text)
+                elif self.pair_types:
+                    inputs.append((text, pair))
+                else:
+                    inputs.append(f"{text} {pair}")
+            else:
+                inputs.append(item)
+        encodings = self.tokenizer.encode_batch(inputs) if len(inputs) > 1 else [self._one(inputs[0])]
+        out = []
+        for i, enc in enumerate(encodings):
+            truncated = bool(enc.overflowing)
+            if truncated and not truncate:
+                raise TooLong(
+                    f"input {i} is longer than model {self.name!r} takes ({self.max_seq_len} tokens with "
+                    "[CLS] and [SEP]); shorten it or send truncate=true"
+                )
+            out.append(
+                Encoded(
+                    ids=np.asarray(enc.ids, dtype=np.int64),
+                    type_ids=np.asarray(enc.type_ids, dtype=np.int64),
+                    offsets=enc.offsets,
+                    special=enc.special_tokens_mask,
+                    word_ids=enc.word_ids,
+                    truncated=truncated,
+                )
+            )
+        return out
+
+    def _one(self, item: Any) -> tokenizers.Encoding:
+        if isinstance(item, tuple):
+            return self.tokenizer.encode(*item)
+        return self.tokenizer.encode(item)
+
+    # ------------------------------------------------------------------------------------------------------
+    # Inference
+    # ------------------------------------------------------------------------------------------------------
+
+    def pad(self, batch: list[Encoded]) -> dict[str, np.ndarray]:
+        """Right-padded model inputs for a batch, padded to its longest sequence."""
+        width = max(e.length for e in batch)
+        ids = np.full((len(batch), width), self.pad_id, dtype=np.int64)
+        types = np.zeros((len(batch), width), dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        for row, e in enumerate(batch):
+            ids[row, : e.length] = e.ids
+            types[row, : e.length] = e.type_ids
+            mask[row, : e.length] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        return {name: feeds[name] for name in self._inputs if name in INPUT_NAMES}
+
+    def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        """Logits (float32): (batch, seq) for a discriminator, (batch, labels) for a classifier."""
+        if self.device == "cuda":
+            # IO binding: inputs copied once, the output allocated on the device and copied back once,
+            # instead of ORT staging every tensor through its default path.
+            binding = self.session.io_binding()
+            for name, value in feeds.items():
+                binding.bind_cpu_input(name, value)
+            binding.bind_output(OUTPUT_NAME, "cuda")
+            self.session.run_with_iobinding(binding)
+            return np.asarray(binding.copy_outputs_to_cpu()[0], dtype=np.float32)
+        return np.asarray(self.session.run([OUTPUT_NAME], feeds)[0], dtype=np.float32)
+
+    def infer(self, batch: list[Encoded]) -> list[np.ndarray]:
+        """One logits row per input: per-token logits trimmed to its length, or a classifier's vector."""
+        logits = self.run(self.pad(batch))
+        if self.kind == "discriminator":
+            return [logits[row, : e.length] for row, e in enumerate(batch)]
+        return [logits[row] for row in range(len(batch))]
+
+    def warm_up(self) -> None:
+        """Run the shapes a server meets first, so the first real request skips ORT's lazy setup."""
+        for texts in (["warm up"], ["warm up"] * 4, ["warm up " * (self.max_seq_len // 2)] * 2):
+            self.infer(self.encode(texts))
+
+    def describe(self) -> dict[str, Any]:
+        """What GET /models says about this model."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "labels": self.labels or None,
+            "problem_type": self.problem_type,
+            "max_seq_len": self.max_seq_len,
+            "precision": self.meta.get("precision"),
+            "device": self.device,
+            "providers": self.session.get_providers(),
+            "num_hidden_layers": self.meta.get("num_hidden_layers"),
+            "hidden_size": self.meta.get("hidden_size"),
+            "fused_operators": {k: v for k, v in self.meta.get("fused_operators", {}).items() if v},
+            "parity": self.meta.get("parity"),
+            "dev_accuracy": self.meta.get("dev_accuracy"),
+            "created": self.meta.get("created"),
+        }

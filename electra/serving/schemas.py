@@ -1,0 +1,112 @@
+"""Request and response bodies (msgspec Structs: validated on decode, and the OpenAPI schema at /schema)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+Probability = Annotated[float, Meta(ge=0.0, le=1.0)]
+ModelName = Annotated[str, Meta(min_length=1, max_length=200)]
+
+
+class DetectRequest(Struct, forbid_unknown_fields=True):
+    """One text (`text`) or several (`texts`); every token is scored replaced (1) vs original (0)."""
+
+    text: str | None = None
+    texts: list[str] | None = None
+    threshold: Probability = 0.5
+    level: Literal["token", "word"] = "token"
+    model: ModelName | None = None
+    truncate: bool = True
+
+
+class Token(Struct):
+    """A token (or a word with level=word): `text == input[start:end]`, offsets in characters."""
+
+    text: str
+    start: int
+    end: int
+    score: float
+    replaced: bool
+
+
+class DetectResult(Struct):
+    tokens: list[Token]
+    replaced_fraction: float
+    truncated: bool
+
+
+class DetectResponse(Struct):
+    model: str
+    results: list[DetectResult]
+
+
+class PairInput(Struct, forbid_unknown_fields=True):
+    text: str
+    text_pair: str | None = None
+
+
+class ClassifyRequest(Struct, forbid_unknown_fields=True):
+    """One input (`text`, optional `text_pair`) or several (`inputs`)."""
+
+    text: str | None = None
+    text_pair: str | None = None
+    inputs: list[PairInput] | None = None
+    model: ModelName | None = None
+    truncate: bool = True
+
+
+class ClassifyResult(Struct, omit_defaults=True):
+    """`label` and every label's probability in `scores`; a regression model answers `score` instead.
+    A multi-label model also lists every label over 0.5 in `labels`."""
+
+    label: str | None = None
+    scores: dict[str, float] | None = None
+    labels: list[str] | None = None
+    score: float | None = None
+    truncated: bool = False
+
+
+class ClassifyResponse(Struct):
+    model: str
+    results: list[ClassifyResult]
+
+
+class ModelInfo(Struct):
+    name: str
+    kind: str
+    labels: list[str] | None
+    problem_type: str | None
+    max_seq_len: int
+    precision: str | None
+    device: str
+    providers: list[str]
+    num_hidden_layers: int | None
+    hidden_size: int | None
+    fused_operators: dict[str, int]
+    parity: dict[str, object] | None
+    dev_accuracy: dict[str, object] | None
+    created: str | None
+
+
+class ModelsResponse(Struct):
+    models: list[ModelInfo]
+
+
+class Status(Struct, omit_defaults=True):
+    status: str
+    detail: str | None = None
+
+
+class ErrorBody(Struct, omit_defaults=True):
+    """Every 4xx/5xx answer: the status again and a message that says what to change."""
+
+    status_code: int
+    detail: str
+    extra: list[dict[str, object]] | dict[str, object] | None = None
+
+
+def to_model_info(described: dict[str, object]) -> ModelInfo:
+    return msgspec.convert(described, ModelInfo)

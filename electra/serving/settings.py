@@ -1,0 +1,124 @@
+"""Server settings: one frozen dataclass, filled from the command line, environment variables or code.
+
+Every option has an environment variable (ELECTRA_<OPTION>) because the Helm chart configures the container
+through its environment; the command line wins over the environment, which wins over the defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from electra.errors import InputError
+
+DEVICES = ("cpu", "cuda")
+ENV_PREFIX = "ELECTRA_"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    models: tuple[ModelSpec, ...] = ()
+    host: str = "127.0.0.1"
+    port: int = 8000
+    device: str = "cpu"
+    # Padded tokens (rows x longest row) one model call may take: bounds activation memory and latency.
+    max_batch_tokens: int = 8192
+    max_batch_size: int = 32
+    # How long a batch that is not full may wait for company. Requests that arrive while the model is busy
+    # are batched anyway, so this only matters when the server is nearly idle.
+    max_wait_ms: float = 2.0
+    # Sequences waiting per model; beyond it requests get 503 + Retry-After rather than an unbounded queue.
+    max_queue: int = 1024
+    max_body_bytes: int = 2_000_000
+    max_texts: int = 128
+    max_chars: int = 50_000
+    api_key_file: Path | None = None
+    # ONNX Runtime intra-op threads per model; 0 lets ONNX Runtime use every core.
+    threads: int = 0
+    # Seconds SIGTERM waits for in-flight requests before closing the remaining connections.
+    graceful_timeout_s: float = 30.0
+    log_level: str = "info"
+    api_keys: frozenset[str] = field(default=frozenset(), repr=False)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.models:
+            problems.append("no model: pass --model NAME=BUNDLE_DIR (or set ELECTRA_MODELS)")
+        names = [m.name for m in self.models]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            problems.append(f"model name(s) used twice: {', '.join(duplicates)}")
+        if self.device not in DEVICES:
+            problems.append(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if not 0 < self.port < 65536:
+            problems.append(f"port must be in 1..65535, got {self.port}")
+        for name in ("max_batch_tokens", "max_batch_size", "max_queue", "max_body_bytes", "max_texts"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.max_chars < 1:
+            problems.append(f"max_chars must be at least 1, got {self.max_chars}")
+        if not math.isfinite(self.max_wait_ms) or self.max_wait_ms < 0:
+            problems.append(f"max_wait_ms must be a finite number >= 0, got {self.max_wait_ms}")
+        if self.threads < 0:
+            problems.append(f"threads must be >= 0, got {self.threads}")
+        if not math.isfinite(self.graceful_timeout_s) or self.graceful_timeout_s < 0:
+            problems.append(f"graceful_timeout_s must be a finite number >= 0, got {self.graceful_timeout_s}")
+        if problems:
+            raise InputError("; ".join(problems))
+
+    def with_keys(self) -> ServeSettings:
+        """These settings with api_keys read from api_key_file (one key per line, # comments)."""
+        if self.api_key_file is None:
+            return self
+        return dataclasses.replace(self, api_keys=read_api_keys(self.api_key_file))
+
+
+def parse_model_spec(text: str) -> ModelSpec:
+    """NAME=BUNDLE_DIR, or a bare BUNDLE_DIR named after its folder."""
+    name, sep, path = text.partition("=")
+    if not sep:
+        name, path = Path(text).name, text
+    name = name.strip()
+    if not name or not path:
+        raise InputError(f"--model {text!r}: expected NAME=BUNDLE_DIR")
+    if not all(c.isalnum() or c in "-_." for c in name):
+        raise InputError(f"--model {text!r}: a model name may hold letters, digits, '-', '_' and '.' only")
+    return ModelSpec(name, Path(path))
+
+
+def parse_model_list(text: str) -> list[ModelSpec]:
+    """ELECTRA_MODELS: comma-separated NAME=BUNDLE_DIR entries."""
+    return [parse_model_spec(item.strip()) for item in text.split(",") if item.strip()]
+
+
+def read_api_keys(path: Path) -> frozenset[str]:
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{path}: cannot read the API key file ({e.__class__.__name__}: {e})") from None
+    keys = frozenset(line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#"))
+    if not keys:
+        raise InputError(f"{path}: the API key file holds no key (one key per line)")
+    short = [k for k in keys if len(k) < 16]
+    if short:
+        raise InputError(f"{path}: API keys must be at least 16 characters long ({len(short)} shorter)")
+    return keys
+
+
+def env_default(
+    name: str, default: str | None = None, environ: Mapping[str, str] | None = None
+) -> str | None:
+    """The value of ELECTRA_<NAME>, or default."""
+    env = os.environ if environ is None else environ
+    value = env.get(ENV_PREFIX + name.upper())
+    return value if value not in (None, "") else default

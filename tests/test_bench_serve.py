@@ -1,0 +1,317 @@
+"""The cheap parts of bench/serve_throughput.py and bench/naive_server.py: statistics, load driver, text mix,
+response checks, and the naive server answering like the real one for a tiny model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.conftest import SERVING_LABELS, write_serving_vocab
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import serve_throughput as st  # noqa: E402
+
+# ----------------------------------------------------------------------------------------------------------
+# Statistics
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_summarize_gives_rps_percentiles_and_errors() -> None:
+    latencies = [i / 1000 for i in range(1, 101)]  # 1..100 ms
+    random.Random(0).shuffle(latencies)
+    row = st.summarize(st.PointResult(window_s=2.0, latencies_s=latencies, errors=5))
+    assert row["requests"] == 100
+    assert row["errors"] == 5
+    assert row["error_rate"] == pytest.approx(5 / 105)
+    assert row["rps"] == pytest.approx(50.0)  # successful requests only
+    assert row["p50_ms"] == pytest.approx(50.5)
+    assert row["p95_ms"] == pytest.approx(95.05)
+    assert row["p99_ms"] == pytest.approx(99.01)
+    assert row["max_ms"] == pytest.approx(100.0)
+    assert row["mean_ms"] == pytest.approx(50.5)
+
+
+def test_summarize_without_successes_has_no_percentiles() -> None:
+    row = st.summarize(st.PointResult(window_s=1.0, errors=3, error_samples=["HTTP 503"]))
+    assert row["rps"] == 0.0 and row["requests"] == 0
+    assert row["p50_ms"] is None and row["p99_ms"] is None
+    assert row["error_rate"] == 1.0
+    assert row["error_samples"] == ["HTTP 503"]
+
+
+def test_ratios_and_targets_at_concurrency_32() -> None:
+    def row(config: str, rps: float, p99: float, c: int = 32) -> dict[str, Any]:
+        return {"config": config, "endpoint": "detect", "concurrency": c, "rps": rps, "p99_ms": p99}
+
+    results = [
+        row("ours_batched", 300.0, 100.0),
+        row("ours_unbatched", 100.0, 400.0),
+        row("naive", 60.0, 900.0),
+        row("naive", 1.0, 1.0, c=8),  # another level: must not be picked
+    ]
+    ratios = st.compute_ratios(results, 32)
+    assert ratios["detect"]["batched_vs_naive_rps"] == pytest.approx(5.0)
+    assert ratios["detect"]["naive_vs_batched_p99"] == pytest.approx(9.0)
+    assert ratios["detect"]["batched_vs_unbatched_rps"] == pytest.approx(3.0)
+    targets = st.check_targets(ratios, {"overhead_p50_ms": 1.5})
+    assert targets["batched_vs_naive_rps"]["met"] is True
+    assert targets["batched_p99_below_naive"]["met"] is True
+    assert targets["batched_vs_unbatched_rps"]["met"] is True
+    assert targets["overhead_p50_ms"]["met"] is False
+    missing = st.check_targets(st.compute_ratios(results[:1], 32), None)
+    assert missing["batched_vs_naive_rps"]["met"] is None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Load driver, against an in-process ASGI app
+# ----------------------------------------------------------------------------------------------------------
+
+
+class FakeServer:
+    """Answers 200 after `delay_s`, or 503 for bodies holding "bad"; counts requests and peak concurrency."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+        self.in_flight = self.peak = self.total = 0
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        assert scope["type"] == "http"
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        self.in_flight += 1
+        self.total += 1
+        self.peak = max(self.peak, self.in_flight)
+        await asyncio.sleep(self.delay_s)
+        self.in_flight -= 1
+        status = 503 if b"bad" in body else 200
+        await send(
+            {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"text/plain")]}
+        )
+        await send({"type": "http.response.body", "body": b"busy" if status == 503 else b"{}"})
+
+
+def test_closed_loop_keeps_concurrency_and_records_only_the_window() -> None:
+    app = FakeServer(delay_s=0.01)
+    bodies = [json.dumps({"text": t}).encode() for t in ("ok one", "ok two", "ok three", "bad")]
+
+    async def go() -> st.PointResult:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return await st.closed_loop(client, "/detect", bodies, concurrency=4, warmup_s=0.2, seconds=0.5)
+
+    t = time.perf_counter()
+    point = asyncio.run(go())
+    elapsed = time.perf_counter() - t
+    assert app.peak == 4  # exactly `concurrency` requests in flight, never more
+    recorded = len(point.latencies_s) + point.errors
+    assert 0 < recorded < app.total  # warm-up requests were sent but not recorded
+    # Every user cycles through the bodies, so a quarter of the requests hit the 503.
+    assert 0.15 < point.errors / recorded < 0.35
+    assert point.error_samples and point.error_samples[0].startswith("HTTP 503")
+    assert min(point.latencies_s) >= 0.01
+    assert elapsed < 0.7 + 1.0  # stops soon after the window: at most one request past it per user
+    assert st.summarize(point)["rps"] == pytest.approx(len(point.latencies_s) / 0.5)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Texts
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_wikiextractor_paragraphs_drop_tags_titles_and_headings() -> None:
+    lines = [
+        '<doc id="12" url="http://en.wikipedia.org/wiki?curid=12" title="Anarchism">',
+        "Anarchism",
+        "",
+        "Anarchism is a political philosophy that advocates stateless societies often defined as such.",
+        "Etymology and terminology.",
+        "The term is a compound word composed from the word anarchy and the suffix ism, itself derived.",
+        "</doc>",
+    ]
+    paragraphs = list(st.wikiextractor_paragraphs(iter(lines)))
+    assert paragraphs == [lines[3], lines[5]]
+
+
+def test_paragraph_prefix_ends_at_a_sentence_boundary() -> None:
+    sentences = [" ".join(["w"] * 30) + ".", " ".join(["x"] * 40) + ".", " ".join(["y"] * 50) + "."]
+    text = st.paragraph_prefix(sentences, 60, 100)
+    assert text is not None and len(text.split()) == 70 and text.endswith("x.")
+    assert st.paragraph_prefix(sentences[:1], 60, 100) is None  # too short, nothing to add
+    long_one = [" ".join(["z"] * 150) + "."]
+    assert len(st.paragraph_prefix(long_one, 60, 100).split()) == 100  # type: ignore[union-attr]
+
+
+def test_text_mix_has_the_proportions_and_lengths() -> None:
+    rng = random.Random(1)
+
+    def sentence() -> str:
+        return " ".join(f"word{rng.randrange(50)}" for _ in range(rng.randint(5, 40))).capitalize() + "."
+
+    paragraphs = [" ".join(sentence() for _ in range(rng.randint(1, 8))) for _ in range(200)]
+    short = [f"short text number {i} ." for i in range(50)]
+    mix = st.text_mix(short, paragraphs, 1000, seed=3)
+    assert len(mix) == 1000
+    counts = {kind: sum(k == kind for k, _ in mix) for kind in st.MIX}
+    assert counts == {kind: round(1000 * share) for kind, share in st.MIX.items()}
+    source = " ".join(paragraphs)
+    for kind, text in mix:
+        words = len(text.split())
+        if kind == "short":
+            assert text in short
+        elif kind == "sentence":
+            assert st.SENTENCE_WORDS[0] <= words <= st.SENTENCE_WORDS[1] and text in source
+        else:
+            assert st.PARAGRAPH_WORDS[0] <= words <= st.PARAGRAPH_WORDS[1] and text in source
+    assert st.text_mix(short, paragraphs, 1000, seed=3) == mix  # every configuration gets the same texts
+    with pytest.raises(st.BenchError):
+        st.text_mix([], paragraphs, 10)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Response checks
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_detect_problems_catch_wrong_offsets_and_scores() -> None:
+    text = "the cat sat"
+    good = {
+        "results": [
+            {
+                "tokens": [
+                    {"text": "the", "start": 0, "end": 3, "score": 0.2, "replaced": False},
+                    {"text": "cat", "start": 4, "end": 7, "score": 0.9, "replaced": True},
+                ],
+                "replaced_fraction": 0.5,
+                "truncated": False,
+            }
+        ]
+    }
+    assert st.detect_problems(good, [text]) == []
+    bad = json.loads(json.dumps(good))
+    bad["results"][0]["tokens"][1]["start"] = 3
+    bad["results"][0]["tokens"][0]["score"] = 1.5
+    problems = st.detect_problems(bad, [text])
+    assert any("text[3:7]" in p for p in problems) and any("not in [0, 1]" in p for p in problems)
+    assert st.detect_problems(good, [text, text]) == ["1 results for 2 texts"]
+    labels = {"negative", "positive"}
+    ok = {"results": [{"label": "positive", "scores": {"negative": 0.3, "positive": 0.7}}]}
+    assert st.classify_problems(ok, 1, labels) == []
+    wrong = {"results": [{"label": "negative", "scores": {"negative": 0.3, "positive": 0.7}}]}
+    assert st.classify_problems(wrong, 1, labels) == ["label 'negative' is not the top score"]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The naive server, for a tiny random model
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _tiny_hf_dirs(root: Path) -> dict[str, Path]:
+    """Tiny random-weight discriminator and classifier directories (no ONNX export: the naive server reads
+    the PyTorch weights)."""
+    import torch
+
+    from electra.config import ElectraConfig
+    from electra.hf_format import save_hf_dir
+    from electra.model import build_model
+    from electra.tokenizer import load_tokenizer, save_tokenizer
+
+    tokenizer = load_tokenizer(write_serving_vocab(root / "vocab.txt"))
+    cfg = ElectraConfig.from_size(
+        "tiny", vocab_size=tokenizer.get_vocab_size(), max_position_embeddings=128, id2label=SERVING_LABELS
+    )
+    dirs = {}
+    for seed, kind in enumerate(("discriminator", "classifier")):
+        torch.manual_seed(seed)
+        model = build_model(kind, cfg)
+        with torch.no_grad():
+            # Off the init's zero biases, so scores differ from token to token and label to label.
+            for p in model.parameters():
+                p.add_(torch.randn_like(p) * 0.2)
+        dirs[kind] = save_hf_dir(model, root / kind)
+        save_tokenizer(tokenizer, dirs[kind])
+    return dirs
+
+
+def _our_logits(model_dir: Path, texts: list[str], max_len: int) -> list[np.ndarray]:
+    """Logits of our own PyTorch model per text (unpadded), as the reference the naive server must match."""
+    import torch
+
+    from electra.hf_format import load_hf_dir
+    from electra.tokenizer import load_tokenizer
+
+    model = load_hf_dir(model_dir)
+    tokenizer = load_tokenizer(model_dir)
+    tokenizer.enable_truncation(max_length=max_len)
+    out = []
+    with torch.no_grad():
+        for text in texts:
+            ids = torch.tensor([tokenizer.encode(text).ids])
+            out.append(model(ids, torch.ones_like(ids), torch.zeros_like(ids))[0].numpy())
+    return out
+
+
+@pytest.mark.slow
+def test_naive_server_answers_detect_and_classify_like_the_model(tmp_path: Path) -> None:
+    import naive_server
+    from litestar.testing import TestClient
+
+    dirs = _tiny_hf_dirs(tmp_path)
+    max_len = 16
+    models = naive_server.NaiveModels(dirs["discriminator"], dirs["classifier"], max_len, "cpu")
+    texts = [
+        "The quick brown fox jumps over the lazy dog.",
+        "the cat sat",
+        "the dog ran fast in the park and the cat sat on the mat all day and all night long",
+    ]
+    with TestClient(app=naive_server.create_app(models)) as client:
+        assert client.get("/health/ready").json() == {"status": "ready"}
+
+        r = client.post("/detect", json={"texts": texts, "threshold": 0.5})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert st.detect_problems(body, texts) == []
+        expected = _our_logits(dirs["discriminator"], texts, max_len)
+        for result, logits in zip(body["results"], expected, strict=True):
+            scores = np.array([t["score"] for t in result["tokens"]])
+            # [CLS]/[SEP] and padding are not tokens of the text: the rest match our model's sigmoid.
+            np.testing.assert_allclose(scores, 1 / (1 + np.exp(-logits[1:-1])), atol=1e-5)
+            assert [t["replaced"] for t in result["tokens"]] == [t["score"] > 0.5 for t in result["tokens"]]
+            replaced = sum(t["replaced"] for t in result["tokens"])
+            assert result["replaced_fraction"] == pytest.approx(replaced / len(result["tokens"]))
+        assert [r["truncated"] for r in body["results"]] == [False, False, True]
+        assert len(body["results"][2]["tokens"]) == max_len - 2
+        one = client.post("/detect", json={"text": texts[1], "threshold": 0.0}).json()
+        assert all(t["replaced"] for t in one["results"][0]["tokens"])
+
+        r = client.post("/classify", json={"inputs": [{"text": t} for t in texts]})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert st.classify_problems(body, len(texts), set(SERVING_LABELS.values())) == []
+        expected = _our_logits(dirs["classifier"], texts, max_len)
+        for result, logits in zip(body["results"], expected, strict=True):
+            probs = np.exp(logits) / np.exp(logits).sum()
+            got = [result["scores"][SERVING_LABELS[i]] for i in range(len(SERVING_LABELS))]
+            np.testing.assert_allclose(got, probs, atol=1e-5)
+        single = client.post("/classify", json={"text": texts[0]}).json()["results"][0]
+        assert single["label"] == body["results"][0]["label"]
+        for label, score in body["results"][0]["scores"].items():
+            assert single["scores"][label] == pytest.approx(score, abs=1e-5)
+
+        assert client.post("/detect", json={"texts": []}).status_code == 400
+        assert client.post("/detect", json={"text": "a", "threshold": 2}).status_code == 400
+        assert client.post("/classify", json={"inputs": [{"text_pair": "x"}]}).status_code == 400

@@ -1,0 +1,681 @@
+"""`electra serve` as a real process: SIGTERM drain, start-up errors, configuration from ELECTRA_* variables.
+
+Every server runs in a subprocess on a free port, with its output in a log file (a pipe nobody reads could
+fill up and stall it), and is stopped in a `finally`. The subprocess environment drops the caller's ELECTRA_*
+variables so a developer's shell cannot change what a test sees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from electra.cli.main import build_parser
+from electra.cli.serve_cmd import settings_from
+from electra.errors import InputError
+from electra.serving.settings import ModelSpec, ServeSettings
+
+httpx = pytest.importorskip("httpx", reason="the serve extra is not installed")
+
+ROOT = Path(__file__).resolve().parents[1]
+READY_TIMEOUT_S = 90.0
+CLI_TIMEOUT_S = 90.0
+GOOD_KEY = "k3y-for-the-serving-tests-0123456789"
+# Different lengths, so one batch pads rows to different widths; mostly words of the fixture vocabulary.
+DRAIN_TEXTS = (
+    "the cat sat on the mat",
+    "the quick brown fox jumps over the lazy dog",
+    "good movie",
+    "they sat by the river bank in the city park",
+    "the dogs ran fast",
+    "i love paris and london",
+    "a sad story",
+    "we walked north then east then south, then west to new york at night",
+)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """os.environ without ELECTRA_* variables (and without --debug), plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ELECTRA_")}
+    env.update(extra)
+    return env
+
+
+def electra_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "electra", "serve", *args]
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+    def log_tail(self, n: int = 4000) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")[-n:] if self.log.exists() else ""
+
+
+def wait_ready(server: Server, timeout: float = READY_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            pytest.fail(
+                f"the server exited with {server.proc.returncode} before it was ready:\n{server.log_tail()}"
+            )
+        try:
+            if httpx.get(f"{server.url}/health/ready", timeout=2.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    pytest.fail(f"the server was not ready within {timeout:.0f} s:\n{server.log_tail()}")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Make sure the process is gone: SIGTERM, then SIGKILL."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@contextmanager
+def running_server(
+    args: Sequence[str], log_dir: Path, env: Mapping[str, str] | None = None, port: int | None = None
+) -> Iterator[Server]:
+    """`electra serve ARGS --port PORT` (no --port when `port` is None: it comes from env), ready."""
+    port_args: list[str] = []
+    if port is None and (env is None or "ELECTRA_PORT" not in env):
+        port = free_port()
+    if port is not None:
+        port_args = ["--port", str(port)]
+    else:
+        assert env is not None
+        port = int(env["ELECTRA_PORT"])
+    log = log_dir / f"server-{port}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            electra_cmd(*args, *port_args),
+            cwd=ROOT,
+            env=dict(env) if env is not None else clean_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    server = Server(proc, f"http://127.0.0.1:{port}", log)
+    try:
+        wait_ready(server)
+        yield server
+    finally:
+        stop(proc)
+
+
+def run_cli(args: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        electra_cmd(*args),
+        cwd=ROOT,
+        env=dict(env) if env is not None else clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+    )
+
+
+def assert_clean_error(result: subprocess.CompletedProcess[str], *fragments: str) -> str:
+    """Exit 2 and exactly one line on stderr: `electra: error: ...` naming every fragment; no traceback."""
+    output = f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    assert result.returncode == 2, output
+    assert "Traceback" not in result.stderr + result.stdout, output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, output
+    line = lines[0]
+    assert line.startswith("electra: error: "), output
+    for fragment in fragments:
+        assert fragment.lower() in line.lower(), f"{fragment!r} missing from: {line}"
+    return line
+
+
+def in_progress(url: str, path: str) -> float:
+    """Requests to `path` the server is handling now, from Litestar's Prometheus middleware."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{url}/metrics", timeout=2.0).text
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.endswith("_requests_in_progress") and sample.labels.get("path") == path:
+                total += sample.value
+    return total
+
+
+def metric_value(url: str, name: str, headers: Mapping[str, str] | None = None, **labels: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{url}/metrics", timeout=2.0, headers=headers).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+    raise AssertionError(f"no sample {name}{labels} in /metrics")
+
+
+def reference_detections(bundle: Path, texts: Sequence[str]) -> list[dict[str, Any]]:
+    """What /detect must answer for each text alone (default options), computed in this process."""
+    import msgspec
+
+    from electra.serving.postprocess import detect_result
+    from electra.serving.runtime import ModelRunner
+
+    runner = ModelRunner("detector", bundle, threads=1)
+    out = []
+    for text in texts:
+        encoded = runner.encode([text])
+        row = runner.infer(encoded)[0]
+        out.append(msgspec.to_builtins(detect_result(text, encoded[0], row, 0.5, "token")))
+    return out
+
+
+def assert_same_detection(text: str, got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert [(t["text"], t["start"], t["end"]) for t in got["tokens"]] == [
+        (t["text"], t["start"], t["end"]) for t in want["tokens"]
+    ]
+    assert got["tokens"], text
+    for token, ref in zip(got["tokens"], want["tokens"], strict=True):
+        assert token["text"] == text[token["start"] : token["end"]]
+        assert 0.0 <= token["score"] <= 1.0
+        assert token["score"] == pytest.approx(ref["score"], abs=1e-4)
+        assert token["replaced"] == (token["score"] >= 0.5)
+    replaced = sum(t["replaced"] for t in got["tokens"])
+    assert got["replaced_fraction"] == pytest.approx(replaced / len(got["tokens"]))
+    assert got["replaced_fraction"] == pytest.approx(want["replaced_fraction"], abs=1e-6)
+    assert got["truncated"] is want["truncated"] is False
+
+
+def cuda_device_present() -> bool:
+    """True when the CUDA driver sees a GPU (then `--device cuda` may well work, and is not an error)."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    return lib.cuInit(0) == 0 and lib.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+
+
+# --------------------------------------------------------------------------------------------------------
+# SIGTERM: in-flight requests finish, then the process exits and the port is closed
+# --------------------------------------------------------------------------------------------------------
+
+
+def stalled_body(body: bytes, release: threading.Event) -> Iterator[bytes]:
+    """A request body that sends its first bytes, then the rest only once `release` is set."""
+    yield body[:5]
+    if not release.wait(timeout=30.0):
+        return  # never released: the request stays incomplete and fails, which the test reports
+    yield body[5:]
+
+
+@pytest.mark.slow
+def test_sigterm_drains_in_flight_requests(serving_bundles: dict[str, Path], tmp_path: Path) -> None:
+    """Requests in flight at SIGTERM all get their 200 (through the batcher, during shutdown); new connections
+    are refused.
+
+    Each request sends its headers and the first bytes of its body, so the server is handling all of them when
+    SIGTERM arrives; the bodies are completed only after the server has stopped listening. With
+    --max-batch-size 2 and four texts per request, their inputs queue up in the batcher during the drain.
+    """
+    bundle = serving_bundles["detector"]
+    n = len(DRAIN_TEXTS)
+    requests = [[DRAIN_TEXTS[(i + k) % n] for k in range(4)] for i in range(n)]
+    expected = dict(zip(DRAIN_TEXTS, reference_detections(bundle, DRAIN_TEXTS), strict=True))
+    args = [
+        "--model",
+        f"detector={bundle}",
+        "--max-wait-ms",
+        "400",
+        "--max-batch-size",
+        "2",
+        "--threads",
+        "1",
+    ]
+    with running_server(args, tmp_path) as server:
+        results: dict[int, Any] = {}
+        release = threading.Event()
+        limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
+        with httpx.Client(base_url=server.url, timeout=30.0, limits=limits) as client:
+
+            def send(i: int) -> None:
+                body = json.dumps({"texts": requests[i]}).encode()
+                headers = {"Content-Type": "application/json", "Content-Length": str(len(body))}
+                try:
+                    results[i] = client.post("/detect", content=stalled_body(body, release), headers=headers)
+                except Exception as e:  # reported below, with the others
+                    results[i] = e
+
+            threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(n)]
+            try:
+                for t in threads:
+                    t.start()
+                deadline = time.monotonic() + 20.0
+                while in_progress(server.url, "/detect") < n:
+                    assert time.monotonic() < deadline, f"requests never in flight\n{server.log_tail()}"
+                    time.sleep(0.02)
+                server.proc.send_signal(signal.SIGTERM)
+                signalled = time.monotonic()
+                # The listening socket closes at once; the in-flight requests keep their connections.
+                while True:
+                    try:
+                        httpx.get(f"{server.url}/health/live", timeout=2.0)
+                    except httpx.ConnectError:
+                        break
+                    assert time.monotonic() - signalled < 5.0, "still accepting connections 5 s after SIGTERM"
+                    time.sleep(0.02)
+                assert server.proc.poll() is None, "exited before its in-flight requests were answered"
+                assert not results, f"answered before their bodies were complete: {results}"
+            finally:
+                release.set()
+                for t in threads:
+                    t.join(timeout=30.0)
+            exit_code = server.proc.wait(timeout=15.0)
+            exited_after = time.monotonic() - signalled
+
+        for i, texts in enumerate(requests):
+            response = results.get(i)
+            assert isinstance(response, httpx.Response), f"request {i}: {response!r}\n{server.log_tail()}"
+            assert response.status_code == 200, f"request {i}: {response.status_code} {response.text}"
+            body = response.json()
+            assert body["model"] == "detector"
+            assert len(body["results"]) == len(texts)
+            for text, result in zip(texts, body["results"], strict=True):
+                assert_same_detection(text, result, expected[text])
+        assert exited_after < 5.0, f"exit took {exited_after:.1f} s\n{server.log_tail()}"
+        # The exit status itself is test_sigterm_exits_zero's business (a known bug: death by the signal).
+        assert exit_code in (0, -signal.SIGTERM), server.log_tail()
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{server.url}/health/live", timeout=2.0)
+        log = server.log_tail(100_000)
+        assert "Traceback" not in log, log
+        assert "ERROR" not in log, log
+
+
+@pytest.mark.slow
+def test_sigterm_exits_zero(serving_bundles: dict[str, Path], tmp_path: Path) -> None:
+    args = ["--model", f"detector={serving_bundles['detector']}", "--threads", "1"]
+    with running_server(args, tmp_path) as server:
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(timeout=15.0) == 0, server.log_tail()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "graceful_timeout",
+    [
+        "1",
+        "0.5",
+    ],
+)
+def test_graceful_timeout_bounds_a_stalled_request(
+    serving_bundles: dict[str, Path], tmp_path: Path, graceful_timeout: str
+) -> None:
+    """A client that never finishes its upload holds shutdown for --graceful-timeout seconds, not longer."""
+    args = ["--model", f"detector={serving_bundles['detector']}", "--threads", "1"]
+    args += ["--graceful-timeout", graceful_timeout]
+    with running_server(args, tmp_path) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=5.0) as stalled:
+            stalled.sendall(
+                b"POST /detect HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                b'Content-Length: 1000\r\n\r\n{"text": "the cat'
+            )
+            time.sleep(0.3)  # the request is in the app, reading its body
+            server.proc.send_signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            try:
+                server.proc.wait(timeout=float(graceful_timeout) + 5.0)
+            except subprocess.TimeoutExpired:
+                pytest.fail(
+                    f"still running {time.monotonic() - signalled:.1f} s after SIGTERM with "
+                    f"--graceful-timeout {graceful_timeout}\n{server.log_tail()}"
+                )
+
+
+# --------------------------------------------------------------------------------------------------------
+# Start-up errors: one clear line, exit 2, no traceback, before the port opens
+# --------------------------------------------------------------------------------------------------------
+
+
+def _corrupt_bundle(bundles: dict[str, Path], tmp: Path) -> Path:
+    copy = tmp / "corrupt-bundle"
+    shutil.copytree(bundles["detector"], copy)
+    (copy / "model.onnx").write_bytes(b"this is not an ONNX protobuf\x00\xff" * 64)
+    return copy
+
+
+def _key_file(tmp: Path, text: str) -> Path:
+    path = tmp / "keys.txt"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# (id, arguments from (bundles, tmp_path), fragments the error line must hold)
+CLI_ERRORS: list[tuple[str, Any, tuple[str, ...]]] = [
+    ("no-model", lambda b, t: [], ("no model", "--model", "ELECTRA_MODELS")),
+    (
+        "missing-bundle",
+        lambda b, t: ["--model", f"det={t / 'nowhere'}"],
+        ("'det'", "nowhere", "not a directory"),
+    ),
+    ("not-a-bundle", lambda b, t: ["--model", f"det={t}"], ("'det'", "bundle.json")),
+    (
+        "bundle-is-a-file",
+        lambda b, t: ["--model", f"det={b['detector'] / 'model.onnx'}"],
+        ("'det'", "not a directory"),
+    ),
+    (
+        "corrupt-onnx",
+        lambda b, t: ["--model", f"det={_corrupt_bundle(b, t)}"],
+        ("model.onnx", "ONNX Runtime"),
+    ),
+    (
+        "port-not-a-number",
+        lambda b, t: ["--model", f"det={b['detector']}", "--port", "abc"],
+        ("--port", "'abc'"),
+    ),
+    (
+        "port-out-of-range",
+        lambda b, t: ["--model", f"det={b['detector']}", "--port", "70000"],
+        ("port", "70000"),
+    ),
+    ("port-zero", lambda b, t: ["--model", f"det={b['detector']}", "--port", "0"], ("port", "0")),
+    (
+        "api-key-file-missing",
+        lambda b, t: ["--model", f"det={b['detector']}", "--api-key-file", str(t / "no-keys.txt")],
+        ("no-keys.txt", "cannot read"),
+    ),
+    (
+        "api-key-file-empty",
+        lambda b, t: ["--model", f"det={b['detector']}", "--api-key-file", str(_key_file(t, "# no key\n\n"))],
+        ("keys.txt", "no key"),
+    ),
+    (
+        "api-key-too-short",
+        lambda b, t: [
+            "--model",
+            f"det={b['detector']}",
+            "--api-key-file",
+            str(_key_file(t, f"{GOOD_KEY}\nshort\n")),
+        ],
+        ("keys.txt", "16 characters"),
+    ),
+    (
+        "api-key-file-is-a-directory",
+        lambda b, t: ["--model", f"det={b['detector']}", "--api-key-file", str(t)],
+        ("cannot read",),
+    ),
+    (
+        "duplicate-model-names",
+        lambda b, t: ["--model", f"det={b['detector']}", "--model", f"det={b['sentiment']}"],
+        ("twice", "det"),
+    ),
+    ("bad-model-name", lambda b, t: ["--model", f"a b={b['detector']}"], ("model name", "'a b=")),
+    ("model-without-path", lambda b, t: ["--model", "det="], ("NAME=BUNDLE_DIR",)),
+    (
+        "unknown-device",
+        lambda b, t: ["--model", f"det={b['detector']}", "--device", "tpu"],
+        ("device", "tpu"),
+    ),
+    (
+        "bad-log-level",
+        lambda b, t: ["--model", f"det={b['detector']}", "--log-level", "loud"],
+        ("log level", "loud"),
+    ),
+    (
+        "bad-batch-size",
+        lambda b, t: ["--model", f"det={b['detector']}", "--max-batch-size", "0"],
+        ("max_batch_size",),
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "fragments"), [c[1:] for c in CLI_ERRORS], ids=[c[0] for c in CLI_ERRORS])
+def test_startup_error_is_one_clear_line(
+    serving_bundles: dict[str, Path], tmp_path: Path, args: Any, fragments: tuple[str, ...]
+) -> None:
+    assert_clean_error(run_cli(args(serving_bundles, tmp_path)), *fragments)
+
+
+def test_bad_environment_value_is_one_clear_line(serving_bundles: dict[str, Path]) -> None:
+    env = clean_env(ELECTRA_MODELS=f"det={serving_bundles['detector']}", ELECTRA_PORT="abc")
+    assert_clean_error(run_cli([], env), "ELECTRA_PORT", "'abc'")
+
+
+def test_taken_port_is_one_clear_line(serving_bundles: dict[str, Path]) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli(["--model", f"det={serving_bundles['detector']}", "--port", str(port)])
+    assert_clean_error(result, "cannot listen", f"127.0.0.1:{port}")
+
+
+def test_cuda_without_a_gpu_is_a_clean_error(serving_bundles: dict[str, Path]) -> None:
+    """onnxruntime-gpu may list CUDAExecutionProvider with no GPU (or no CUDA libraries): still a clean error.
+
+    ONNX Runtime's own native logger may print lines of its own before ours, so only our line is checked to
+    be the single `electra:` line, the last one, with no Python traceback.
+    """
+    if cuda_device_present():
+        pytest.skip("a CUDA device is present: --device cuda is expected to work here")
+    port = free_port()
+    result = run_cli(
+        ["--model", f"det={serving_bundles['detector']}", "--device", "cuda", "--port", str(port)]
+    )
+    output = f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    assert result.returncode == 2, output
+    assert "Traceback" not in result.stderr + result.stdout, output
+    ours = [line for line in result.stderr.splitlines() if line.startswith("electra:")]
+    assert len(ours) == 1, output
+    assert ours[0].startswith("electra: error: "), output
+    assert "cuda" in ours[0].lower(), output
+    assert result.stderr.strip().splitlines()[-1] == ours[0], output
+
+
+# --------------------------------------------------------------------------------------------------------
+# Configuration from the environment
+# --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_server_configured_only_by_environment(serving_bundles: dict[str, Path], tmp_path: Path) -> None:
+    keys = _key_file(tmp_path, f"# serving test key\n{GOOD_KEY}\n")
+    port = free_port()
+    env = clean_env(
+        ELECTRA_MODELS=f"detector={serving_bundles['detector']}, sentiment={serving_bundles['sentiment']}",
+        ELECTRA_HOST="127.0.0.1",
+        ELECTRA_PORT=str(port),
+        ELECTRA_MAX_BATCH_SIZE="1",
+        ELECTRA_MAX_WAIT_MS="0",
+        ELECTRA_MAX_TEXTS="3",
+        ELECTRA_API_KEY_FILE=str(keys),
+        ELECTRA_THREADS="1",
+        ELECTRA_LOG_LEVEL="warning",
+    )
+    auth = {"Authorization": f"Bearer {GOOD_KEY}"}
+    with running_server([], tmp_path, env=env) as server:
+        assert server.url.endswith(f":{port}")
+        # ELECTRA_API_KEY_FILE: keys are required, health stays open.
+        assert httpx.get(f"{server.url}/models", timeout=5.0).status_code == 401
+        assert httpx.get(f"{server.url}/health/live", timeout=5.0).status_code == 200
+        models = httpx.get(f"{server.url}/models", headers=auth, timeout=5.0)
+        assert models.status_code == 200, models.text
+        assert sorted(m["name"] for m in models.json()["models"]) == ["detector", "sentiment"]
+
+        texts = ["the cat sat", "on the mat", "a quick brown fox"]
+        detect = httpx.post(f"{server.url}/detect", json={"texts": texts}, headers=auth, timeout=30.0)
+        assert detect.status_code == 200, detect.text
+        assert len(detect.json()["results"]) == 3
+        # ELECTRA_MAX_TEXTS=3.
+        over = httpx.post(
+            f"{server.url}/detect", json={"texts": [*texts, "one more"]}, headers=auth, timeout=30.0
+        )
+        assert over.status_code == 413, over.text
+        # ELECTRA_MAX_BATCH_SIZE=1: the three texts of one request ran as three model calls of one input.
+        assert metric_value(server.url, "electra_batch_size_count", model="detector") == 3
+        assert metric_value(server.url, "electra_batch_size_bucket", model="detector", le="1.0") == 3
+
+        classify = httpx.post(
+            f"{server.url}/classify",
+            json={"text": "good movie", "model": "sentiment"},
+            headers=auth,
+            timeout=30.0,
+        )
+        assert classify.status_code == 200, classify.text
+        assert classify.json()["results"][0]["label"] in ("negative", "positive")
+
+
+# --------------------------------------------------------------------------------------------------------
+# settings_from: the command line over ELECTRA_* over the defaults (no process needed)
+# --------------------------------------------------------------------------------------------------------
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["serve", *argv])
+
+
+def test_settings_defaults_are_serve_settings_defaults() -> None:
+    """The CLI's defaults and the dataclass's defaults must not drift apart."""
+    settings = settings_from(parse("--model", "det=/bundles/det"), {})
+    assert settings == ServeSettings(models=(ModelSpec("det", Path("/bundles/det")),))
+
+
+def test_settings_from_environment_only() -> None:
+    env = {
+        "ELECTRA_MODELS": "det=/b/det, sent=/b/sent,",
+        "ELECTRA_HOST": "0.0.0.0",
+        "ELECTRA_PORT": "9001",
+        "ELECTRA_DEVICE": "cuda",
+        "ELECTRA_MAX_BATCH_TOKENS": "4096",
+        "ELECTRA_MAX_BATCH_SIZE": "4",
+        "ELECTRA_MAX_WAIT_MS": "5.5",
+        "ELECTRA_MAX_QUEUE": "64",
+        "ELECTRA_MAX_BODY_BYTES": "1000",
+        "ELECTRA_MAX_TEXTS": "7",
+        "ELECTRA_MAX_CHARS": "300",
+        "ELECTRA_API_KEY_FILE": "/secrets/keys.txt",
+        "ELECTRA_THREADS": "2",
+        "ELECTRA_GRACEFUL_TIMEOUT": "12.5",
+        "ELECTRA_LOG_LEVEL": "debug",
+    }
+    s = settings_from(parse(), env)
+    assert s.models == (ModelSpec("det", Path("/b/det")), ModelSpec("sent", Path("/b/sent")))
+    assert (s.host, s.port, s.device) == ("0.0.0.0", 9001, "cuda")
+    assert (s.max_batch_tokens, s.max_batch_size, s.max_wait_ms, s.max_queue) == (4096, 4, 5.5, 64)
+    assert (s.max_body_bytes, s.max_texts, s.max_chars) == (1000, 7, 300)
+    assert s.api_key_file == Path("/secrets/keys.txt")
+    assert (s.threads, s.graceful_timeout_s, s.log_level) == (2, 12.5, "debug")
+    assert s.api_keys == frozenset()  # read later (with_keys), not while parsing
+
+
+def test_command_line_wins_over_environment() -> None:
+    env = {
+        "ELECTRA_MODELS": "env=/b/env",
+        "ELECTRA_PORT": "abc",  # never parsed: --port wins
+        "ELECTRA_MAX_BATCH_SIZE": "4",
+        "ELECTRA_MAX_WAIT_MS": "9",
+        "ELECTRA_LOG_LEVEL": "loud",
+        "ELECTRA_MAX_TEXTS": "7",
+    }
+    args = parse(
+        "--model", "cli=/b/cli", "--port", "9002", "--max-batch-size", "16", "--max-wait-ms", "1",
+        "--log-level", "error",
+    )  # fmt: skip
+    s = settings_from(args, env)
+    assert s.models == (ModelSpec("cli", Path("/b/cli")),)
+    assert (s.port, s.max_batch_size, s.max_wait_ms, s.log_level) == (9002, 16, 1.0, "error")
+    assert s.max_texts == 7  # not on the command line: the environment's
+
+
+def test_empty_environment_values_are_unset() -> None:
+    s = settings_from(
+        parse("--model", "a=/b"), {"ELECTRA_PORT": "", "ELECTRA_MODELS": "", "ELECTRA_HOST": ""}
+    )
+    assert (s.port, s.host) == (8000, "127.0.0.1")
+
+
+def test_settings_read_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [k for k in os.environ if k.startswith("ELECTRA_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("ELECTRA_MODELS", "det=/b/det")
+    monkeypatch.setenv("ELECTRA_PORT", "9123")
+    s = settings_from(parse())
+    assert (s.models, s.port) == ((ModelSpec("det", Path("/b/det")),), 9123)
+
+
+@pytest.mark.parametrize(
+    ("env", "fragments"),
+    [
+        ({"ELECTRA_PORT": "abc"}, ("ELECTRA_PORT", "'abc'", "int")),
+        ({"ELECTRA_PORT": "80.5"}, ("ELECTRA_PORT", "'80.5'")),
+        ({"ELECTRA_PORT": "70000"}, ("port", "70000")),
+        ({"ELECTRA_MAX_BATCH_SIZE": "0"}, ("max_batch_size", "0")),
+        ({"ELECTRA_MAX_BATCH_SIZE": "many"}, ("ELECTRA_MAX_BATCH_SIZE", "'many'")),
+        ({"ELECTRA_MAX_WAIT_MS": "-1"}, ("max_wait_ms",)),
+        ({"ELECTRA_MAX_WAIT_MS": "soon"}, ("ELECTRA_MAX_WAIT_MS", "'soon'")),
+        ({"ELECTRA_THREADS": "1.5"}, ("ELECTRA_THREADS", "'1.5'")),
+        ({"ELECTRA_DEVICE": "tpu"}, ("device", "'tpu'")),
+        ({"ELECTRA_LOG_LEVEL": "loud"}, ("log level", "'loud'")),
+        ({"ELECTRA_MODELS": "a b=/x"}, ("model name",)),
+        ({"ELECTRA_MODELS": "a=/x,a=/y"}, ("twice", "a")),
+        ({"ELECTRA_MODELS": ""}, ("no model",)),
+        pytest.param({"ELECTRA_MAX_WAIT_MS": "nan"}, ("max_wait_ms",), id="max-wait-nan"),
+        pytest.param({"ELECTRA_MAX_WAIT_MS": "inf"}, ("max_wait_ms",), id="max-wait-inf"),
+        pytest.param({"ELECTRA_GRACEFUL_TIMEOUT": "nan"}, ("graceful",), id="graceful-nan"),
+        pytest.param({"ELECTRA_GRACEFUL_TIMEOUT": "inf"}, ("graceful",), id="graceful-inf"),
+    ],
+)
+def test_bad_values_are_input_errors(env: dict[str, str], fragments: tuple[str, ...]) -> None:
+    full = {"ELECTRA_MODELS": "det=/b/det", **env}
+    try:
+        settings = settings_from(parse(), full)
+    except InputError as e:
+        message = str(e)
+        for fragment in fragments:
+            assert fragment.lower() in message.lower(), f"{fragment!r} missing from: {message}"
+        return
+    values = {k: getattr(settings, k) for k in ("max_wait_ms", "graceful_timeout_s")}
+    assert not any(math.isnan(v) or math.isinf(v) for v in values.values()), f"accepted: {values}"
+    raise AssertionError(f"{env} was accepted: {settings}")
+
+
+def test_bad_command_line_value_names_the_option() -> None:
+    with pytest.raises(InputError, match=r"--max-batch-tokens: 'lots' is not a valid int"):
+        settings_from(parse("--model", "a=/b", "--max-batch-tokens", "lots"), {})

@@ -1,0 +1,352 @@
+"""The HTTP API fuzzed from its own OpenAPI schema with schemathesis: whatever arrives, never a 5xx.
+
+The app runs in-process through schemathesis' ASGI transport, which runs the app's lifespan (batchers,
+warm-up) once per app; every test waits for /health/ready first, so the generated requests reach the models
+instead of meeting 503 "still loading". Three kinds of cases per inference operation:
+
+- positive: bodies that fit the schema (most answer 400: the schema cannot say "exactly one of text/texts");
+- negative: bodies that break the schema (wrong types, missing fields, garbage);
+- repaired: positive bodies made acceptable (known fields only, one of text/texts, a loaded model), so the
+  generated strings (any Unicode) reach tokenization, batching, inference and post-processing and answer 200.
+
+Every response is also checked against the schema (documented status code, body schema).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+schemathesis = pytest.importorskip("schemathesis", reason="schemathesis (a dev extra) drives this test")
+
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from schemathesis import checks as st_checks  # noqa: E402
+from schemathesis.generation import GenerationMode  # noqa: E402
+from schemathesis.python import asgi as st_asgi  # noqa: E402
+
+from electra.serving.app import create_app  # noqa: E402
+from electra.serving.settings import ModelSpec, ServeSettings  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+SCHEMA_PATH = "/schema/openapi.json"
+MAX_EXAMPLES = 60
+READY_TIMEOUT_S = 60.0
+KEY = "schema-fuzz-key-0123456789abcdef"
+OPERATIONS = [
+    ("POST", "/detect"),
+    ("POST", "/classify"),
+    ("GET", "/models"),
+    ("GET", "/health/live"),
+    ("GET", "/health/ready"),
+    ("GET", "/metrics"),
+]
+WITH_BODY = {"/detect", "/classify"}
+NEEDS_KEY = {"/detect", "/classify", "/models"}
+DETECT_FIELDS = {"text", "texts", "threshold", "level", "model", "truncate"}
+CLASSIFY_FIELDS = {"text", "text_pair", "inputs", "model", "truncate"}
+# Words of the fixture vocabulary (some split into pieces: cats, parking, movies), accents, punctuation; up to
+# 80 of them, so some texts are over the bundles' 64 tokens (truncation, or 413 with truncate=false).
+VOCAB = (
+    *("the", "cat", "cats", "sat", "on", "mat", "quick", "brown", "fox", "parking", "movies"),
+    *("café", "naïve", "über", "new", "york", ",", ".", "!", "日本語"),
+)
+WORDS = st.lists(st.sampled_from(VOCAB), max_size=80).map(" ".join)
+
+
+def fuzz_settings(max_examples: int = MAX_EXAMPLES) -> settings:
+    return settings(
+        max_examples=max_examples,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+        phases=(Phase.explicit, Phase.generate, Phase.shrink),
+        print_blob=True,
+    )
+
+
+def ready(schema: Any) -> Any:
+    """`schema`, once its app is ready: warm-up done, so generated requests reach the models.
+
+    The ASGI transport starts the app's lifespan on first use, and schemathesis' pytest plugin ends it when
+    each test ends, so every test starts the app afresh and must wait for its warm-up again.
+    """
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    with st_asgi.get_client(schema.app) as client:
+        while (answer := client.get("/health/ready")).status_code != 200:
+            assert answer.status_code == 503 and answer.json()["status"] == "loading", answer.text
+            assert time.monotonic() < deadline, "the app never became ready"
+            time.sleep(0.02)
+    return schema
+
+
+def stop_lifespans() -> None:
+    # Normally done by schemathesis' pytest plugin after each test; this covers runs with it disabled.
+    stop = getattr(st_asgi, "shutdown_lifespans", None)
+    if stop is not None:
+        stop()
+
+
+@pytest.fixture(scope="module")
+def api(serving_bundles: dict[str, Path]) -> Iterator[Any]:
+    models = tuple(ModelSpec(name, serving_bundles[name]) for name in ("detector", "sentiment", "score"))
+    app = create_app(ServeSettings(models=models, max_texts=8, max_chars=2000))
+    try:
+        yield schemathesis.openapi.from_asgi(SCHEMA_PATH, app)
+    finally:
+        stop_lifespans()
+
+
+@pytest.fixture(scope="module")
+def keyed_api(serving_bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    keys = tmp_path_factory.mktemp("keys") / "keys.txt"
+    keys.write_text(f"# fuzzing key\n{KEY}\n", encoding="utf-8")
+    models = tuple(ModelSpec(name, serving_bundles[name]) for name in ("detector", "sentiment"))
+    app = create_app(ServeSettings(models=models, max_texts=8, max_chars=2000, api_key_file=keys))
+    try:
+        yield schemathesis.openapi.from_asgi(SCHEMA_PATH, app)
+    finally:
+        stop_lifespans()
+
+
+def validate(case: Any, response: Any) -> None:
+    """No 5xx; a documented status code; a body that matches its documented schema."""
+    case.validate_response(
+        response,
+        checks=[
+            st_checks.not_a_server_error,
+            st_checks.status_code_conformance,
+            st_checks.response_schema_conformance,
+        ],
+    )
+
+
+def operation(schema: Any, method: str, path: str) -> Any:
+    return schema[path][method]
+
+
+# --------------------------------------------------------------------------------------------------------
+# The schema itself
+# --------------------------------------------------------------------------------------------------------
+
+
+def test_schema_is_valid_openapi_3_1(api: Any) -> None:
+    raw = api.raw_schema
+    assert str(raw["openapi"]).startswith("3.1"), raw["openapi"]
+    api.validate()  # schemathesis' own meta-schema validation (jsonschema-rs); raises on an invalid schema
+    try:
+        from openapi_spec_validator import OpenAPIV31SpecValidator, validate
+    except ImportError:
+        pass
+    else:
+        validate(raw, cls=OpenAPIV31SpecValidator)
+    documented = {(method.upper(), path) for path, item in raw["paths"].items() for method in item}
+    for method, path in OPERATIONS:
+        assert (method, path) in documented, f"{method} {path} is not in the schema: {sorted(documented)}"
+    for path in WITH_BODY:
+        body = raw["paths"][path]["post"]["requestBody"]
+        assert body["required"] is True
+        assert "application/json" in body["content"]
+        assert "200" in raw["paths"][path]["post"]["responses"]
+
+
+def test_every_documented_operation_is_fuzzed(api: Any) -> None:
+    found = {(result.ok().method.upper(), result.ok().path) for result in api.get_all_operations()}
+    assert found == set(OPERATIONS), "a new endpoint: add it to OPERATIONS so it is fuzzed too"
+
+
+def test_schema_says_unknown_fields_are_rejected(api: Any) -> None:
+    components = api.raw_schema["components"]["schemas"]
+    for name in ("DetectRequest", "ClassifyRequest", "PairInput"):
+        assert components[name].get("additionalProperties") is False, name
+
+
+# --------------------------------------------------------------------------------------------------------
+# Generated requests: never a 5xx
+# --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
+def test_generated_requests_never_answer_5xx(api: Any, method: str, path: str) -> None:
+    op = operation(ready(api), method, path)
+    seen: Counter[int] = Counter()
+    modes = [GenerationMode.POSITIVE] + ([GenerationMode.NEGATIVE] if path in WITH_BODY else [])
+    for mode in modes:
+
+        @fuzz_settings(MAX_EXAMPLES if path in WITH_BODY else 5)
+        @given(case=op.as_strategy(mode))
+        def run(case: Any) -> None:
+            response = case.call()
+            seen[response.status_code] += 1
+            validate(case, response)
+
+        run()
+    assert seen, "no case was generated"
+    assert not [code for code in seen if code >= 500], seen
+    if path not in WITH_BODY:
+        assert set(seen) == {200}, seen  # ready (warm-up done), and no key is configured
+
+
+def _detect_body(body: Any, model: str | None, keep_list: bool) -> dict[str, Any]:
+    out = {k: v for k, v in body.items() if k in DETECT_FIELDS} if isinstance(body, dict) else {}
+    out.pop("model", None)
+    if model is not None:
+        out["model"] = model
+    if out.get("text") is not None and out.get("texts") is not None:
+        out.pop("text" if keep_list else "texts")
+    if out.get("text") is None and out.get("texts") is None:
+        out["text"] = "the cat sat on the mat"
+    return out
+
+
+def _classify_body(body: Any, model: str, keep_list: bool) -> dict[str, Any]:
+    out = {k: v for k, v in body.items() if k in CLASSIFY_FIELDS} if isinstance(body, dict) else {}
+    out["model"] = model
+    inputs = out.get("inputs")
+    if isinstance(inputs, list) and (keep_list or out.get("text") is None):
+        out["inputs"] = [
+            {k: v for k, v in item.items() if k in ("text", "text_pair")} if isinstance(item, dict) else item
+            for item in inputs
+        ]
+        out.pop("text", None)
+        out.pop("text_pair", None)
+    else:
+        out.pop("inputs", None)
+        if out.get("text") is None:
+            out["text"] = "good movie"
+    return out
+
+
+def _with_words(body: dict[str, Any], words: str) -> dict[str, Any]:
+    """Vocabulary words in front of every generated text, so real tokens, word pieces and truncation occur."""
+    if not words:
+        return body
+    if isinstance(body.get("text"), str):
+        body["text"] = f"{words} {body['text']}"
+    if isinstance(body.get("texts"), list):
+        body["texts"] = [f"{words} {t}" if isinstance(t, str) else t for t in body["texts"]]
+    if isinstance(body.get("inputs"), list):
+        for item in body["inputs"]:
+            if isinstance(item, dict) and isinstance(item.get("text"), str):
+                item["text"] = f"{words} {item['text']}"
+    return body
+
+
+def _inputs(body: dict[str, Any]) -> list[str]:
+    if "texts" in body and body["texts"] is not None:
+        return list(body["texts"])
+    if "inputs" in body and body["inputs"] is not None:
+        return [item["text"] for item in body["inputs"]]
+    return [body["text"]]
+
+
+def _check_detect(body: dict[str, Any], answer: dict[str, Any]) -> None:
+    texts = _inputs(body)
+    assert answer["model"] == "detector"
+    assert len(answer["results"]) == len(texts)
+    threshold = body.get("threshold", 0.5)
+    for text, result in zip(texts, answer["results"], strict=True):
+        last_start = 0
+        for token in result["tokens"]:
+            start, end = token["start"], token["end"]
+            assert 0 <= start <= end <= len(text), (text, token)
+            assert start >= last_start, (text, result["tokens"])
+            last_start = start
+            assert token["text"] == text[start:end], (text, token)
+            assert 0.0 <= token["score"] <= 1.0
+            assert token["replaced"] == (token["score"] >= threshold)
+        n = len(result["tokens"])
+        replaced = sum(t["replaced"] for t in result["tokens"])
+        assert math.isclose(result["replaced_fraction"], replaced / n if n else 0.0, abs_tol=1e-9)
+
+
+def _check_classify(body: dict[str, Any], answer: dict[str, Any]) -> None:
+    assert answer["model"] == body["model"]
+    assert len(answer["results"]) == len(_inputs(body))
+    for result in answer["results"]:
+        if body["model"] == "score":
+            assert math.isfinite(result["score"])
+        else:
+            assert set(result["scores"]) == {"negative", "positive"}
+            assert math.isclose(sum(result["scores"].values()), 1.0, abs_tol=1e-6)
+            assert result["label"] == max(result["scores"], key=result["scores"].get)
+
+
+REPAIRS: dict[str, tuple[Callable[..., dict[str, Any]], list[str | None], Callable[..., None]]] = {
+    "/detect": (_detect_body, [None, "detector"], _check_detect),
+    "/classify": (_classify_body, ["sentiment", "score"], _check_classify),
+}
+
+
+@pytest.mark.parametrize("path", sorted(WITH_BODY))
+def test_repaired_generated_requests_reach_the_model(api: Any, path: str) -> None:
+    """Generated text (any Unicode) through the whole pipeline: 200 with consistent offsets, or a 4xx."""
+    repair, models, check = REPAIRS[path]
+    op = operation(ready(api), "POST", path)
+    seen: Counter[int] = Counter()
+
+    @fuzz_settings()
+    @given(case=op.as_strategy(), model=st.sampled_from(models), keep_list=st.booleans(), words=WORDS)
+    def run(case: Any, model: str | None, keep_list: bool, words: str) -> None:
+        case.body = _with_words(repair(case.body, model, keep_list), words)
+        response = case.call()
+        seen[response.status_code] += 1
+        validate(case, response)
+        if response.status_code == 200:
+            check(case.body, response.json())
+
+    run()
+    assert not [code for code in seen if code >= 500], seen
+    # The app was ready: the repaired requests were answered by the models, not with 503.
+    assert seen[200] >= MAX_EXAMPLES // 4, seen
+    assert seen[503] == 0, seen
+
+
+# --------------------------------------------------------------------------------------------------------
+# With API keys: generated requests without the key are 401, never 5xx; the open endpoints stay open
+# --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
+def test_generated_requests_without_the_key(keyed_api: Any, method: str, path: str) -> None:
+    op = operation(ready(keyed_api), method, path)
+    seen: Counter[int] = Counter()
+    modes = [GenerationMode.POSITIVE] + ([GenerationMode.NEGATIVE] if path in WITH_BODY else [])
+    for mode in modes:
+
+        @fuzz_settings(MAX_EXAMPLES // 2 if path in WITH_BODY else 3)
+        @given(case=op.as_strategy(mode), wrong_key=st.sampled_from([None, "Bearer nope", f"Basic {KEY}"]))
+        def run(case: Any, wrong_key: str | None) -> None:
+            headers = {"Authorization": wrong_key} if wrong_key is not None else None
+            response = case.call(headers=headers)
+            seen[response.status_code] += 1
+            validate(case, response)
+            if path in NEEDS_KEY:
+                assert response.status_code == 401, (case.body, response.status_code, response.text)
+                # schemathesis' Response: lower-cased header names, each with a list of values.
+                challenge = response.headers.get("www-authenticate", [""])[0]
+                assert challenge.lower().startswith("bearer"), response.headers
+
+        run()
+    expected = {401} if path in NEEDS_KEY else {200}
+    assert set(seen) == expected, seen
+
+
+def test_the_key_opens_what_it_guards(keyed_api: Any) -> None:
+    """The 401s above come from the key check, not from something else: with the key, the routes answer."""
+    with st_asgi.get_client(ready(keyed_api).app) as client:
+        auth = {"Authorization": f"Bearer {KEY}"}
+        assert client.get("/models", headers=auth).status_code == 200
+        detect = client.post("/detect", json={"text": "the cat sat"}, headers=auth)
+        assert detect.status_code == 200, detect.text
+        classify = client.post("/classify", json={"text": "good movie"}, headers=auth)
+        assert classify.status_code == 200, classify.text
+        assert client.post("/detect", json={"text": "the cat sat"}).status_code == 401
