@@ -1,0 +1,331 @@
+"""Start `electra serve`, drive it with Locust headless, write CSV stats and a summary JSON.
+
+    python loadtests/run.py --model detector=DIR [--model sentiment=DIR] [--users 32] [--seconds 20]
+        [--spawn-rate R] [--out bench/results] [--name smoke] [--server-arg="--max-batch-size 1"]
+
+Exit status: 0 when Locust made requests without a single failure and the server stayed up; 1 on request
+failures or no requests; 2 when the server would not start, got unready or died.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import json
+import os
+import platform
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
+PERCENTILES = {"p50": "50%", "p90": "90%", "p95": "95%", "p99": "99%", "p99.9": "99.9%"}
+
+
+class RunError(Exception):
+    """The server could not be brought up (or went away): exit 2 with this message."""
+
+
+def git_commit() -> str:
+    # bench/ is a directory of scripts, not a package: import its helper from there.
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from benchlib import git_commit as commit
+
+        return commit()
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+
+
+def free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def http_get(url: str, headers: dict[str, str], timeout: float = 5.0) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def tail(path: Path, n: int = 3000) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")[-n:] if path.exists() else ""
+
+
+def wait_ready(proc: subprocess.Popen, base: str, log: Path, timeout: float) -> float:
+    """Seconds until /health/ready answered 200; RunError when the server exits or the timeout passes."""
+    t0 = time.monotonic()
+    last = "no answer"
+    while time.monotonic() - t0 < timeout:
+        if proc.poll() is not None:
+            raise RunError(f"electra serve exited with {proc.returncode} before it was ready:\n{tail(log)}")
+        try:
+            status, body = http_get(f"{base}/health/ready", {})
+            if status == 200:
+                return time.monotonic() - t0
+            last = f"HTTP {status} {body[:200]!r}"
+        except OSError as e:  # not listening yet
+            last = repr(e)
+        time.sleep(0.25)
+    raise RunError(f"electra serve not ready after {timeout:.0f} s (last: {last}); log:\n{tail(log)}")
+
+
+def pick_models(base: str, headers: dict[str, str], args: argparse.Namespace) -> tuple[str, str]:
+    """Detector and classifier names for the locustfile: as given, else the first of each kind in /models."""
+    status, body = http_get(f"{base}/models", headers)
+    if status != 200:
+        hint = " (set ELECTRA_API_KEY to a key from the server's --api-key-file)" if status == 401 else ""
+        raise RunError(f"GET /models answered {status}: {body[:300]!r}{hint}")
+    models = json.loads(body)["models"]
+    by_kind: dict[str, list[str]] = {}
+    for m in models:
+        by_kind.setdefault(m["kind"], []).append(m["name"])
+    # "none" is the locustfile's word for "no users of this kind".
+    detect = args.detect_model or next(iter(by_kind.get("discriminator", [])), "none")
+    classify = args.classify_model or next(iter(by_kind.get("classifier", [])), "none")
+    if detect == classify == "none":
+        raise RunError(f"nothing to load-test: no detector and no classifier selected from {models}")
+    return detect, classify
+
+
+def stop_server(proc: subprocess.Popen, grace: float = 20.0) -> int | None:
+    """SIGTERM (the server drains in-flight requests), then SIGKILL after `grace` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            print(f"loadtest: server ignored SIGTERM for {grace:.0f} s, killing it", file=sys.stderr)
+            proc.kill()
+            proc.wait(timeout=10)
+    return proc.returncode
+
+
+def _num(value: str) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None  # Locust writes "N/A" for percentiles of names without requests
+
+
+def read_stats(path: Path, seconds: float) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Per-endpoint rows and the aggregated row of Locust's PREFIX_stats.csv (times in ms)."""
+    endpoints: dict[str, dict[str, Any]] = {}
+    aggregated: dict[str, Any] = {}
+    with path.open(newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            requests = int(row["Request Count"])
+            entry: dict[str, Any] = {
+                "requests": requests,
+                "failures": int(row["Failure Count"]),
+                # Locust's own Requests/s divides by the time since the first request of that name; over the
+                # whole run is what capacity planning wants, and it is what total/seconds gives.
+                "rps": round(requests / seconds, 2) if seconds > 0 else None,
+                "rps_locust": _num(row["Requests/s"]),
+                "avg_ms": _num(row["Average Response Time"]),
+                "min_ms": _num(row["Min Response Time"]),
+                "max_ms": _num(row["Max Response Time"]),
+                "avg_bytes": _num(row["Average Content Size"]),
+            }
+            for key, column in PERCENTILES.items():
+                entry[f"{key}_ms"] = _num(row.get(column, ""))
+            if row["Name"] == "Aggregated":
+                aggregated = entry
+            else:
+                endpoints[f"{row['Type']} {row['Name']}"] = entry
+    return endpoints, aggregated
+
+
+def read_failures(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    with path.open(newline="", encoding="utf-8") as f:
+        return [
+            {
+                "endpoint": f"{r['Method']} {r['Name']}",
+                "error": r["Error"],
+                "occurrences": int(r["Occurrences"]),
+            }
+            for r in csv.DictReader(f)
+        ]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description="Load-test `electra serve` with Locust (headless) and summarise the run as JSON.",
+        epilog='Options for the server go through --server-arg, e.g. --server-arg="--max-batch-size 1".',
+    )
+    p.add_argument("--model", action="append", required=True, metavar="NAME=DIR", help="bundle to serve")
+    p.add_argument("--users", type=int, default=32, help="concurrent Locust users (default 32)")
+    p.add_argument("--spawn-rate", type=float, help="users started per second (default: all in ~1 s)")
+    p.add_argument("--seconds", type=int, default=20, help="run time after the start (default 20)")
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results", help="directory for CSV and JSON")
+    p.add_argument("--name", default="smoke", help="run name: files loadtest_NAME*.csv/.json (default smoke)")
+    p.add_argument("--host", default="127.0.0.1", help="address the server listens on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="server port (default: a free one)")
+    p.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        metavar="ARGS",
+        help="extra `electra serve` arguments, split like a shell would (repeatable)",
+    )
+    p.add_argument(
+        "--detect-model",
+        help="detector for /detect (default: the first in /models; 'none': no /detect traffic)",
+    )
+    p.add_argument(
+        "--classify-model",
+        help="classifier for /classify (default: the first in /models; 'none': no /classify traffic)",
+    )
+    p.add_argument(
+        "--wait",
+        type=float,
+        nargs=2,
+        default=[0.05, 0.5],
+        metavar=("MIN", "MAX"),
+        help="think time between a user's requests, seconds (default 0.05 0.5; 0 0: back to back)",
+    )
+    p.add_argument("--ready-timeout", type=float, default=180.0, help="seconds to wait for /health/ready")
+    args = p.parse_args(argv)
+    for spec in args.model:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            p.error(f"--model wants NAME=DIR, got {spec!r}")
+        if not Path(path).is_dir():
+            p.error(f"--model {spec}: {path} is not a directory")
+    if args.users < 1 or args.seconds < 1:
+        p.error("--users and --seconds must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # Absolute: Locust runs with the repository as its working directory, not the caller's.
+    out: Path = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    prefix = out / f"loadtest_{args.name}"
+    server_log = out / f"loadtest_{args.name}_server.log"
+    summary_path = out / f"loadtest_{args.name}.json"
+    # Files of an earlier run under this name would otherwise pass for this run's if Locust fails early.
+    for suffix in (".json", "_stats.csv", "_failures.csv", "_exceptions.csv", "_stats_history.csv"):
+        Path(f"{prefix}{suffix}").unlink(missing_ok=True)
+    port = args.port or free_port(args.host)
+    base = f"http://{args.host}:{port}"
+    api_key = os.environ.get("ELECTRA_API_KEY", "").strip()
+    auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    spawn_rate = args.spawn_rate or float(args.users)
+
+    cmd = [sys.executable, "-m", "electra", "serve", "--host", args.host, "--port", str(port)]
+    for spec in args.model:
+        name, _, path = spec.partition("=")
+        cmd += ["--model", f"{name}={Path(path).resolve()}"]
+    server_args = [a for chunk in args.server_arg for a in shlex.split(chunk)]
+    cmd += server_args
+    print(f"loadtest: starting {shlex.join(cmd)}", file=sys.stderr)
+    # The server writes to a file: a pipe nobody drains would stall it once full.
+    with server_log.open("wb") as log:
+        server = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    locust_rc: int | None = None
+    server_died = False
+    try:
+        ready_s = wait_ready(server, base, server_log, args.ready_timeout)
+        detect_model, classify_model = pick_models(base, auth, args)
+        print(
+            f"loadtest: server ready in {ready_s:.1f} s; detect={detect_model} classify={classify_model}; "
+            f"{args.users} users for {args.seconds} s",
+            file=sys.stderr,
+        )
+        env = dict(os.environ, ELECTRA_DETECT_MODEL=detect_model, ELECTRA_CLASSIFY_MODEL=classify_model)
+        env.update(ELECTRA_WAIT_MIN=str(args.wait[0]), ELECTRA_WAIT_MAX=str(args.wait[1]))
+        locust_cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless"]
+        locust_cmd += ["-u", str(args.users), "-r", f"{spawn_rate:g}", "-t", f"{args.seconds}s"]
+        locust_cmd += ["--host", base, "--csv", str(prefix), "--only-summary", "--stop-timeout", "10"]
+        started = time.time()
+        try:
+            # Generous limit: Locust stops itself after -t plus --stop-timeout; this only catches a hang.
+            locust_rc = subprocess.run(locust_cmd, env=env, cwd=ROOT, timeout=args.seconds + 120).returncode
+        except subprocess.TimeoutExpired:
+            print("loadtest: locust did not finish in time", file=sys.stderr)
+        elapsed = time.time() - started
+        server_died = server.poll() is not None
+    except RunError as e:
+        print(f"loadtest: {e}", file=sys.stderr)
+        return 2
+    finally:
+        server_rc = stop_server(server)
+
+    stats_csv = Path(f"{prefix}_stats.csv")
+    if not stats_csv.exists():
+        print(f"loadtest: Locust wrote no {stats_csv} (exit {locust_rc})", file=sys.stderr)
+        return 2 if server_died else 1
+    endpoints, aggregated = read_stats(stats_csv, float(args.seconds))
+    failures = read_failures(Path(f"{prefix}_failures.csv"))
+    total = aggregated.get("requests", 0)
+    n_failures = aggregated.get("failures", 0)
+    summary = {
+        "name": args.name,
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "git_commit": git_commit(),
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },
+        "models": dict(spec.partition("=")[::2] for spec in args.model),
+        "detect_model": None if detect_model == "none" else detect_model,
+        "classify_model": None if classify_model == "none" else classify_model,
+        "server_args": server_args,
+        "users": args.users,
+        "spawn_rate": spawn_rate,
+        "wait_seconds": args.wait,
+        "seconds": args.seconds,
+        "wall_seconds": round(elapsed, 2),
+        "total_requests": total,
+        "failures": n_failures,
+        "failure_rate": round(n_failures / total, 6) if total else None,
+        "rps": aggregated.get("rps"),
+        "aggregated": aggregated,
+        "endpoints": endpoints,
+        "failure_kinds": failures,
+        "locust_exit_code": locust_rc,
+        "server_died": server_died,
+        "server_exit_code": server_rc,
+        "csv_prefix": prefix.name,
+    }
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+
+    for endpoint, e in endpoints.items():
+        print(
+            f"{endpoint:<16} {e['requests']:>7} req {e['failures']:>5} fail {e['rps'] or 0:>8.1f} rps  "
+            f"p50 {e['p50_ms']} p95 {e['p95_ms']} p99 {e['p99_ms']} ms"
+        )
+    print(f"loadtest: {total} requests, {n_failures} failures, {summary['rps']} rps -> {summary_path}")
+    if server_died:
+        print(
+            f"loadtest: the server died during the run (exit {server_rc}):\n{tail(server_log)}",
+            file=sys.stderr,
+        )
+        return 2
+    for f in failures[:10]:
+        print(f"loadtest: failure {f['endpoint']} x{f['occurrences']}: {f['error']}", file=sys.stderr)
+    if n_failures or not total or locust_rc != 0:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
