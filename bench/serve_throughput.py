@@ -14,8 +14,9 @@ Configurations, each its own server process on a free port, started, polled on /
                    (ElectraForPreTraining + fast tokenizer; pipeline("text-classification")), one request at
                    a time, truncating at the same 128 tokens
 
-Load: closed loop. At concurrency C, C virtual users (asyncio tasks sharing one httpx.AsyncClient) each send
-the next request as soon as the previous one answers, for --warmup-seconds (not recorded) then --seconds
+Load: closed loop. At concurrency C, C virtual users (asyncio tasks, each on its own keep-alive connection
+with a minimal HTTP/1.1 client: httpx's ~1 ms of CPU per request would starve the server on 2 cores) each
+send the next request as soon as the previous one answers, for --warmup-seconds (not recorded) then --seconds
 (recorded: requests that complete inside the window). Bodies are single texts {"text": ...} drawn from a
 fixed mix of real text: short sentences (GLUE SST-2 dev), single Wikipedia sentences and Wikipedia paragraph
 prefixes of 60-100 words (the demo corpus stands in when ../shared/data is absent); every configuration
@@ -559,48 +560,101 @@ def summarize(point: PointResult) -> dict[str, Any]:
     }
 
 
+class RawHTTP:
+    """A minimal HTTP/1.1 keep-alive client on one connection: request bytes out, status and body in.
+
+    The load generator shares the server's cores; httpx spends around a millisecond of CPU per request,
+    which at concurrency 32-64 on 2 cores starves the server of requests (its queue stays nearly empty) and
+    measures the client. This costs a few tens of microseconds per request instead.
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def post(self, request: bytes) -> tuple[int, bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        assert self.reader is not None
+        try:
+            self.writer.write(request)
+            head = await self.reader.readuntil(b"\r\n\r\n")
+            status = int(head[9:12])
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            body = await self.reader.readexactly(length) if length else b""
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            self.close()
+            raise
+        return status, body
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
+def raw_request(host: str, port: int, path: str, body: bytes) -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
 async def closed_loop(
-    client: httpx.AsyncClient,
+    base_url: str,
     path: str,
     bodies: Sequence[bytes],
     concurrency: int,
     warmup_s: float,
     seconds: float,
 ) -> PointResult:
-    """`concurrency` users, each sending its next body as soon as the previous one answered.
+    """`concurrency` users, each on its own keep-alive connection, sending its next body as soon as the
+    previous one answered.
 
     Requests completing within [warm-up end, warm-up end + seconds] are recorded; users stop after the
     first request that completes past the window. User i starts at its own offset in `bodies` so the users
     do not send the same text in lockstep.
     """
+    url = httpx.URL(base_url)
+    host, port = url.host, url.port or 80
+    requests = [raw_request(host, port, path, body) for body in bodies]
     start = time.perf_counter()
     window_start, window_end = start + warmup_s, start + warmup_s + seconds
     result = PointResult(window_s=seconds)
-    headers = {"content-type": "application/json"}
 
     async def user(index: int) -> None:
-        i = index * len(bodies) // concurrency
-        while True:
-            body = bodies[i % len(bodies)]
-            i += 1
-            t0 = time.perf_counter()
-            error = None
-            try:
-                response = await client.post(path, content=body, headers=headers)
-                if response.status_code != 200:
-                    error = f"HTTP {response.status_code}: {response.text[:200]}"
-            except httpx.HTTPError as e:
-                error = f"{type(e).__name__}: {e}"
-            t1 = time.perf_counter()
-            if window_start <= t1 <= window_end:
-                if error is None:
-                    result.latencies_s.append(t1 - t0)
-                else:
-                    result.errors += 1
-                    if len(result.error_samples) < ERROR_SAMPLES:
-                        result.error_samples.append(error)
-            if t1 >= window_end:
-                return
+        conn = RawHTTP(host, port)
+        i = index * len(requests) // concurrency
+        try:
+            while True:
+                request = requests[i % len(requests)]
+                i += 1
+                t0 = time.perf_counter()
+                error = None
+                try:
+                    status, body = await asyncio.wait_for(conn.post(request), REQUEST_TIMEOUT_S)
+                    if status != 200:
+                        error = f"HTTP {status}: {body[:200].decode(errors='replace')}"
+                except (OSError, asyncio.IncompleteReadError, ValueError, TimeoutError) as e:
+                    conn.close()
+                    error = f"{type(e).__name__}: {e}"
+                t1 = time.perf_counter()
+                if window_start <= t1 <= window_end:
+                    if error is None:
+                        result.latencies_s.append(t1 - t0)
+                    else:
+                        result.errors += 1
+                        if len(result.error_samples) < ERROR_SAMPLES:
+                            result.error_samples.append(error)
+                if t1 >= window_end:
+                    return
+        finally:
+            conn.close()
 
     await asyncio.gather(*(user(u) for u in range(concurrency)))
     return result
@@ -609,9 +663,7 @@ async def closed_loop(
 async def run_point(
     base_url: str, path: str, bodies: Sequence[bytes], concurrency: int, warmup_s: float, seconds: float
 ) -> PointResult:
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=REQUEST_TIMEOUT_S) as client:
-        return await closed_loop(client, path, bodies, concurrency, warmup_s, seconds)
+    return await closed_loop(base_url, path, bodies, concurrency, warmup_s, seconds)
 
 
 async def http_floor(base_url: str, requests: int = FLOOR_REQUESTS) -> dict[str, Any]:
@@ -620,14 +672,19 @@ async def http_floor(base_url: str, requests: int = FLOOR_REQUESTS) -> dict[str,
     Part of every client-observed latency, so part of the measured overhead too; recorded to tell the
     client's and the framework's share from the request path's.
     """
-    async with httpx.AsyncClient(base_url=base_url, timeout=REQUEST_TIMEOUT_S) as client:
-        latencies = []
+    url = httpx.URL(base_url)
+    conn = RawHTTP(url.host, url.port or 80)
+    request = f"GET /health/live HTTP/1.1\r\nHost: {url.host}:{url.port}\r\n\r\n".encode()
+    latencies = []
+    try:
         for _ in range(requests):
             t = time.perf_counter()
-            r = await client.get("/health/live")
+            status, body = await conn.post(request)
             latencies.append(time.perf_counter() - t)
-            if r.status_code != 200:
-                raise BenchError(f"{base_url}/health/live answered {r.status_code}: {r.text[:200]}")
+            if status != 200:
+                raise BenchError(f"{base_url}/health/live answered {status}: {body[:200]!r}")
+    finally:
+        conn.close()
     return {"requests": requests, "p50_ms": 1e3 * statistics.median(latencies)}
 
 
@@ -1002,7 +1059,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "texts": text_info,
         "load": {
             "kind": "closed loop: each virtual user sends its next request when the previous one answers",
-            "client": "asyncio + one httpx.AsyncClient (one connection per user), same machine as the server",
+            "client": "asyncio, a minimal HTTP/1.1 client, one keep-alive connection per user, same machine",
             "body": 'one text per request: {"text": ...}',
             "seconds": args.seconds,
             "warmup_seconds": args.warmup_seconds,

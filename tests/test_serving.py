@@ -19,7 +19,7 @@ import pytest
 from litestar.testing import TestClient
 
 from electra.serving.app import create_app
-from electra.serving.batcher import Batcher, QueueFull
+from electra.serving.batcher import Arrivals, Batcher, QueueFull
 from electra.serving.metrics import ModelMetrics
 from electra.serving.runtime import ModelRunner
 from electra.serving.settings import ModelSpec, ServeSettings
@@ -443,15 +443,16 @@ def test_batcher_waits_for_requests_on_their_way_then_runs_once(serving_bundles:
     encoded = runner.encode(["the cat sat", "the dog ran", "a lazy fox", "new york city"])
 
     async def scenario() -> None:
-        batcher = Batcher(runner, ModelMetrics.for_model("company"), 8192, 32, 2000.0, max_queue=100)
+        arrivals = Arrivals()
+        batcher = Batcher(runner, ModelMetrics.for_model("company"), 8192, 32, 2000.0, 100, arrivals)
         batcher.start()
         for _ in encoded[1:]:
-            batcher.expect()  # three requests still tokenizing
+            arrivals.expect()  # three requests still on their way
         first = asyncio.create_task(batcher.submit([encoded[0]]))
         await asyncio.sleep(0.05)
         rest = []
         for e in encoded[1:]:
-            batcher.arrived()
+            arrivals.arrived()
             rest.append(asyncio.create_task(batcher.submit([e])))
         await asyncio.gather(first, *rest)
         await batcher.close()

@@ -8,6 +8,7 @@ to a pod whose first requests would pay ONNX Runtime's lazy initialisation.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hmac
 import logging
 import time
@@ -28,7 +29,7 @@ from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 
 from electra import __version__
 from electra.errors import InputError
-from electra.serving.batcher import Batcher, InferenceFailed, QueueFull, ShuttingDown
+from electra.serving.batcher import Arrivals, Batcher, InferenceFailed, QueueFull, ShuttingDown
 from electra.serving.metrics import ModelMetrics
 from electra.serving.postprocess import classify_result, detect_result
 from electra.serving.runtime import Encoded, ModelRunner, TooLong
@@ -87,6 +88,7 @@ class ServerState:
         self.runners = runners
         self.metrics = {name: ModelMetrics.for_model(name) for name in runners}
         self.batchers: dict[str, Batcher] = {}
+        self.arrivals = Arrivals()
         self.ready = False
         self.failure: str | None = None
         self.on_ready: Callable[[], None] | None = None
@@ -98,7 +100,13 @@ class ServerState:
         s = self.settings
         for name, runner in self.runners.items():
             batcher = Batcher(
-                runner, self.metrics[name], s.max_batch_tokens, s.max_batch_size, s.max_wait_ms, s.max_queue
+                runner,
+                self.metrics[name],
+                s.max_batch_tokens,
+                s.max_batch_size,
+                s.max_wait_ms,
+                s.max_queue,
+                self.arrivals,
             )
             batcher.start()
             self.batchers[name] = batcher
@@ -186,13 +194,8 @@ class ServerState:
     async def infer(
         self, runner: ModelRunner, items: list[Any], truncate: bool
     ) -> tuple[list[Encoded], list[Any]]:
-        """Tokenize, then queue for the batcher; the batcher knows a request is coming while it tokenizes."""
-        batcher = self.batchers[runner.name]
-        batcher.expect()
-        try:
-            encoded = await self.encode(runner, items, truncate)
-        finally:
-            batcher.arrived()
+        """Tokenize, then queue for the batcher."""
+        encoded = await self.encode(runner, items, truncate)
         return encoded, await self.run(runner, encoded)
 
     async def encode(self, runner: ModelRunner, items: list[Any], truncate: bool) -> list[Encoded]:
@@ -209,6 +212,7 @@ class ServerState:
         return encoded
 
     async def run(self, runner: ModelRunner, encoded: list[Encoded]) -> list[Any]:
+        arrived()
         try:
             rows = await self.batchers[runner.name].submit(encoded)
         except QueueFull as e:
@@ -219,6 +223,41 @@ class ServerState:
             raise HTTPException(status_code=503, detail=str(e), headers={"Retry-After": "1"}) from None
         self.metrics[runner.name].inputs.inc(len(encoded))
         return rows
+
+
+# Per request: the Arrivals it still counts in, until it enqueues (see count_arrivals).
+_PENDING = contextvars.ContextVar[list[Arrivals]]("electra_pending")
+
+
+def arrived() -> None:
+    """This request is about to enqueue: it no longer holds up a batch that waits for company."""
+    pending = _PENDING.get(None)
+    if pending:
+        pending.pop().arrived()
+
+
+def count_arrivals(arrivals: Arrivals, paths: tuple[str, ...]) -> Callable[[Any], Any]:
+    """ASGI middleware: a POST to an inference route counts as on its way from its first byte until it
+    enqueues, so a batch that is not full waits for requests still being read, parsed or tokenized."""
+
+    def middleware(app: Any) -> Any:
+        async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in paths:
+                await app(scope, receive, send)
+                return
+            arrivals.expect()
+            pending = [arrivals]
+            token = _PENDING.set(pending)
+            try:
+                await app(scope, receive, send)
+            finally:
+                _PENDING.reset(token)
+                if pending:  # never enqueued (a 4xx, a disconnect): stop counting it
+                    pending.pop().arrived()
+
+        return wrapped
+
+    return middleware
 
 
 def _names(runners: dict[str, ModelRunner]) -> str:
@@ -352,7 +391,7 @@ def create_app(
     app = Litestar(
         route_handlers=[detect, classify, models, live, ready, index, PrometheusController],
         lifespan=[lifespan],
-        middleware=[prometheus.middleware],
+        middleware=[count_arrivals(state.arrivals, ("/detect", "/classify")), prometheus.middleware],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=OpenAPIConfig(
             title="electra",

@@ -52,6 +52,29 @@ class _Item:
     enqueued: float = field(default_factory=time.perf_counter)
 
 
+class Arrivals:
+    """Requests on their way to a queue (received, not yet enqueued), shared by a server's batchers.
+
+    A batch that is not full waits (up to max_wait) only while this is non-zero: those requests are
+    microseconds to milliseconds away, and when nothing is coming waiting would only add latency.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._listeners: list[asyncio.Event] = []
+
+    def listen(self, event: asyncio.Event) -> None:
+        self._listeners.append(event)
+
+    def expect(self) -> None:
+        self.count += 1
+
+    def arrived(self) -> None:
+        self.count -= 1
+        for event in self._listeners:
+            event.set()
+
+
 class Batcher:
     # How far into the queue a batch looks for inputs of a similar length.
     WINDOW = 256
@@ -64,6 +87,7 @@ class Batcher:
         max_batch_size: int,
         max_wait_ms: float,
         max_queue: int,
+        arrivals: Arrivals | None = None,
     ) -> None:
         self.runner = runner
         self.metrics = metrics
@@ -79,21 +103,12 @@ class Batcher:
         # session only fight over the same cores.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ort-{runner.name}")
         self._recent_batch_s = 0.05
-        # Requests being tokenized for this model: their inputs will arrive within a millisecond or so.
-        self._incoming = 0
+        self.arrivals = arrivals or Arrivals()
+        self.arrivals.listen(self._wakeup)
 
     @property
     def waiting(self) -> int:
         return len(self._queue)
-
-    def expect(self) -> None:
-        """A request is on its way (tokenizing): a batch that is not full may wait for it."""
-        self._incoming += 1
-
-    def arrived(self) -> None:
-        """That request has submitted its inputs, or failed before it could."""
-        self._incoming -= 1
-        self._wakeup.set()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"batcher-{self.runner.name}")
@@ -177,7 +192,7 @@ class Batcher:
         deadline = time.perf_counter() + self.max_wait_s
         # Wait only for requests known to be on their way: when nothing is, waiting would add max_wait to
         # a lone request's latency and batch nothing.
-        while len(self._queue) < self.max_batch_size and self._incoming > 0 and not self._closing:
+        while len(self._queue) < self.max_batch_size and self.arrivals.count > 0 and not self._closing:
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
                 break
