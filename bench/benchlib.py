@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -17,3 +18,16 @@ def git_commit() -> str:
         return out.stdout.strip() or "unknown"
     except OSError:
         return "unknown"
+
+
+def write_result(record: dict, out: Path | None, default_name: str) -> Path:
+    """Write a benchmark record as JSON to `out`, or bench/results/<default_name>.json; returns the path.
+
+    Written whole to a temporary file and renamed, so an interrupted run never leaves half a result.
+    """
+    path = out or ROOT / "bench" / "results" / f"{default_name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path

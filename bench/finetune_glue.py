@@ -10,7 +10,6 @@ average; x100) and their average go to `bench/results/finetune_glue_<name>.json`
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -19,7 +18,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchlib import git_commit
+from benchlib import git_commit, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -104,8 +103,7 @@ def main() -> int:
         "tasks": rows,
         "average": average,
     }
-    out = ROOT / "bench" / "results" / f"finetune_glue_{args.name}.json"
-    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    out = write_result(record, None, f"finetune_glue_{args.name}")
     print(f"average {average:.1f} over {len(rows)} tasks -> {out}")
     return 0
 

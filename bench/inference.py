@@ -27,7 +27,6 @@ pytorch_fp32 are paired: the ratio of p50s within each round, median over rounds
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import os
@@ -45,7 +44,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from benchlib import git_commit
+from benchlib import git_commit, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -738,9 +737,7 @@ def main() -> int:
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    out = args.out or ROOT / "bench" / "results" / f"inference_{args.device}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    out = write_result(record, args.out, f"inference_{args.device}")
     print(f"-> {out} ({record['wall_s']:.0f}s)")
     return 0
 

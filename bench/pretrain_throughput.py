@@ -13,7 +13,6 @@ torch.compile. Same sizes, batch, sequence length and precision; the two alterna
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -23,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
-from benchlib import git_commit
+from benchlib import git_commit, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -220,8 +219,7 @@ def main() -> int:
         },
         "results": results,
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    out = write_result(record, out, out.stem)
     print(f"-> {out}")
     return 0
 

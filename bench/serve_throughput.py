@@ -62,7 +62,7 @@ from typing import Any
 
 import httpx
 import numpy as np
-from benchlib import git_commit
+from benchlib import git_commit, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -1104,9 +1104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A smoke test's numbers mean nothing; they must not overwrite or sit next to real results.
         print(f"(--quick: no JSON written; pass --out to keep it) ({record['wall_s']:.0f}s)")
         return 0
-    out = args.out or ROOT / "bench" / "results" / f"serve_throughput_{args.device}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    out = write_result(record, args.out, f"serve_throughput_{args.device}")
     print(f"-> {out} ({record['wall_s']:.0f}s)")
     return 0
 
