@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from benchlib import git_commit, write_result
+from benchlib import cpu_name, git_commit, int_list, usable_cores, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -74,35 +74,6 @@ log = logging.getLogger("bench.inference")
 
 class BenchError(Exception):
     """A setup problem the run cannot continue past; printed as one line."""
-
-
-def cpu_name() -> str:
-    # platform.processor() is often just "x86_64" on Linux; the model name says which machine this was.
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu"
-
-
-def usable_cores() -> int:
-    # The affinity mask, not os.cpu_count(): a container or taskset may give us fewer cores than the host has.
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
-def int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
 
 
 # ----------------------------------------------------------------------------------------------------------

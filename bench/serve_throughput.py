@@ -62,7 +62,7 @@ from typing import Any
 
 import httpx
 import numpy as np
-from benchlib import git_commit, write_result
+from benchlib import cpu_name, git_commit, int_list, usable_cores, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -104,24 +104,6 @@ log = logging.getLogger("bench.serve_throughput")
 
 class BenchError(Exception):
     """A setup problem the run cannot continue past; printed as one line."""
-
-
-def usable_cores() -> int:
-    # The affinity mask, not os.cpu_count(): a container or taskset may give us fewer cores than the host has.
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu"
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -866,16 +848,6 @@ def print_targets(targets: dict[str, Any]) -> None:
 # ----------------------------------------------------------------------------------------------------------
 # Main
 # ----------------------------------------------------------------------------------------------------------
-
-
-def int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
 
 
 def name_list(choices: Sequence[str]) -> Any:
