@@ -10,8 +10,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -25,6 +23,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+
+from tests.procs import free_port, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "electra" / "serving" / "static" / "index.html"
@@ -44,12 +44,6 @@ UNICODE_TEXT = "Café naïve über — the cat 🐱 sat in 日本語 city 東京
 # ----------------------------------------------------------------------------------------------------------
 # The server
 # ----------------------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http(
@@ -91,16 +85,6 @@ def wait_ready(server: Server, timeout: float = READY_TIMEOUT_S) -> None:
             last = repr(e)
         time.sleep(0.25)
     pytest.fail(f"electra serve not ready after {timeout:.0f} s (last: {last}):\n{server.log_tail()}")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")

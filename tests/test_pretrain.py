@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import torch
 
 from electra.cli.main import main
 from electra.training.prepare import PrepareConfig, prepare_dataset
+from tests.procs import free_port
 
 from .conftest import make_marked_corpus, write_word_vocab
 
@@ -216,12 +216,6 @@ def test_sigterm_writes_a_checkpoint_and_exits_0(data_dir: Path, tmp_path: Path)
     assert records(run)[-1]["step"] == step + 2
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_ddp_two_gloo_processes_match_one_process(data_dir: Path, tmp_path: Path) -> None:
     """Two ranks (global batch 8 = 2 x 4) reach the same weights as one process with the same global batch."""
@@ -229,7 +223,7 @@ def test_ddp_two_gloo_processes_match_one_process(data_dir: Path, tmp_path: Path
     single = tmp_path / "single"
     assert main(pretrain_args(data_dir, single, *common, "--grad-accum", "2")) == 0
     ddp = tmp_path / "ddp"
-    port = _free_port()
+    port = free_port()
     procs = []
     for rank in range(2):
         env = {

@@ -31,6 +31,7 @@ from electra.cli.main import build_parser
 from electra.cli.serve_cmd import settings_from
 from electra.errors import InputError
 from electra.serving.settings import ModelSpec, ServeSettings
+from tests.procs import free_port, stop
 
 httpx = pytest.importorskip("httpx", reason="the serve extra is not installed")
 
@@ -54,12 +55,6 @@ DRAIN_TEXTS = (
 # --------------------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -97,17 +92,6 @@ def wait_ready(server: Server, timeout: float = READY_TIMEOUT_S) -> None:
             pass
         time.sleep(0.05)
     pytest.fail(f"the server was not ready within {timeout:.0f} s:\n{server.log_tail()}")
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Make sure the process is gone: SIGTERM, then SIGKILL."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 @contextmanager
