@@ -268,3 +268,21 @@ def test_mlm_baseline_objective_and_init_from_a_previous_run(data_dir: Path, tmp
     assert main(pretrain_args(data_dir, second, "--steps", "1", "--init", str(first))) == 0
     err = capsys.readouterr().err
     assert "initialised the discriminator" in err and "initialised the generator" in err
+
+
+def test_discriminator_starts_at_the_replaced_prior() -> None:
+    import math
+
+    from electra.config import ElectraConfig, generator_config
+    from electra.training.objective import ObjectiveConfig, SpecialTokens
+    from electra.training.pretrain import ElectraPretrainer
+
+    disc = ElectraConfig.from_size("tiny", vocab_size=50)
+    specials = SpecialTokens(pad=0, cls=2, sep=3, mask=4)
+    for mask_prob in (0.15, 0.25):
+        objective = ObjectiveConfig(mask_prob=mask_prob)
+        model = ElectraPretrainer(disc, generator_config(disc), specials, objective)
+        bias = model.discriminator.discriminator_predictions.dense_prediction.bias
+        # sigmoid(bias) is the share of replaced tokens, so the first steps need not learn the prior.
+        assert torch.sigmoid(bias).item() == pytest.approx(mask_prob, rel=1e-5)
+        assert bias.item() == pytest.approx(math.log(mask_prob / (1 - mask_prob)), rel=1e-5)
