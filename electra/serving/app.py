@@ -86,6 +86,7 @@ class ServerState:
     def __init__(self, settings: ServeSettings, runners: dict[str, ModelRunner]) -> None:
         self.settings = settings
         self.runners = runners
+        self.by_kind = {k: {n: r for n, r in runners.items() if r.kind == k} for k in KIND_ROUTE}
         self.metrics = {name: ModelMetrics.for_model(name) for name in runners}
         self.batchers: dict[str, Batcher] = {}
         self.arrivals = Arrivals()
@@ -141,7 +142,7 @@ class ServerState:
         return any([hmac.compare_digest(given, key) for key in self._keys])
 
     def pick(self, name: str | None, kind: str) -> ModelRunner:
-        candidates = {n: r for n, r in self.runners.items() if r.kind == kind}
+        candidates = self.by_kind[kind]
         route = KIND_ROUTE[kind]
         if name is not None:
             runner = self.runners.get(name)
@@ -323,11 +324,10 @@ def create_app(
             raise HTTPException(
                 status_code=400, detail="'text_pair' goes with 'text'; inside 'inputs' use items"
             )
+        _one_or_many(data.text, data.inputs, "text", "inputs")
         if data.inputs is None:
-            items = _one_or_many(data.text, None, "text", "inputs")
-            pairs = [(items[0], data.text_pair)]
+            pairs = [(data.text, data.text_pair)]
         else:
-            _one_or_many(data.text, data.inputs, "text", "inputs")
             pairs = [(x.text, x.text_pair) for x in data.inputs]
         state.check_sizes([a for a, _ in pairs], "inputs")
         state.check_chars([b for _, b in pairs if b is not None])

@@ -46,10 +46,12 @@ def _with_marks(text: str, offsets: list[tuple[int, int]]) -> list[tuple[int, in
     """Offsets extended over the combining marks that follow a token (the normalizer strips accents, so
     "cafe\u0301" tokenizes to "cafe" and the mark would be left outside every token)."""
     out = list(offsets)
-    starts = sorted(s for s, e in offsets if e > s)
+    starts: list[int] | None = None  # sorted token starts, built only when some token is followed by a mark
     for i, (start, end) in enumerate(offsets):
         if end <= start or end >= len(text) or not unicodedata.category(text[end]).startswith("M"):
             continue
+        if starts is None:
+            starts = sorted(s for s, e in offsets if e > s)
         limit = next((s for s in starts if s >= end), len(text))
         while end < limit and unicodedata.category(text[end]).startswith("M"):
             end += 1

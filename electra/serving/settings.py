@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from electra.errors import InputError
 
 DEVICES = ("cpu", "cuda")
-ENV_PREFIX = "ELECTRA_"
 
 
 @dataclass(frozen=True)
@@ -77,8 +74,8 @@ class ServeSettings:
             raise InputError("; ".join(problems))
 
     def with_keys(self) -> ServeSettings:
-        """These settings with api_keys read from api_key_file (one key per line, # comments)."""
-        if self.api_key_file is None:
+        """These settings with api_keys read from api_key_file (one key per line, # comments); once."""
+        if self.api_key_file is None or self.api_keys:
             return self
         return dataclasses.replace(self, api_keys=read_api_keys(self.api_key_file))
 
@@ -113,12 +110,3 @@ def read_api_keys(path: Path) -> frozenset[str]:
     if short:
         raise InputError(f"{path}: API keys must be at least 16 characters long ({len(short)} shorter)")
     return keys
-
-
-def env_default(
-    name: str, default: str | None = None, environ: Mapping[str, str] | None = None
-) -> str | None:
-    """The value of ELECTRA_<NAME>, or default."""
-    env = os.environ if environ is None else environ
-    value = env.get(ENV_PREFIX + name.upper())
-    return value if value not in (None, "") else default
