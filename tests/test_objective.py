@@ -333,6 +333,14 @@ def test_electra_step_loss_and_stats_are_consistent() -> None:
     torch.testing.assert_close(s["disc_loss_sum"] / s["disc_count"], out.disc_loss.detach())
     metrics = ratios(s)
     assert 0.0 <= metrics["disc_accuracy"] <= 1.0 and 0.0 <= metrics["replaced_fraction"] <= 1.0
+    assert metrics["all_original_accuracy"] == pytest.approx(1.0 - metrics["replaced_fraction"])
+    # The per-token outputs evaluation ranks: -1 exactly at padding, labels summing to the replaced count.
+    assert out.disc_logits is not None and not out.disc_logits.requires_grad
+    assert out.disc_labels is not None and out.disc_labels.shape == attn.shape
+    assert torch.equal(out.disc_labels < 0, attn == 0)
+    assert out.disc_labels.clamp_min(0).sum() == s["replaced_actual_pos"]
+    predicted = (out.disc_logits > 0) & (out.disc_labels == 1)
+    assert predicted.sum() == s["replaced_true_pos"]
 
     weighted = electra_step(gen, disc, batch, SPECIALS, ObjectiveConfig(disc_weight=3.0), seeded(2))
     torch.testing.assert_close(weighted.loss, out.mlm_loss + 3.0 * out.disc_loss)
@@ -459,6 +467,8 @@ def test_mlm_step_loss_on_selected_positions_only() -> None:
     assert s["mlm_count"] == valid.sum() and s["num_tokens"] == attn.sum()
     for k in ("disc_loss_sum", "disc_correct", "disc_count", "replaced_true_pos", "sampled_equals_original"):
         assert s[k] == 0
+    assert out.disc_logits is None and out.disc_labels is None
+    assert set(ratios(s)) == {"mlm_loss", "mlm_accuracy"}
     out.loss.backward()
 
 

@@ -85,10 +85,14 @@ def test_tiny_run_writes_metrics_checkpoints_and_hf_models(data_dir: Path, tmp_p
         "tokens_per_s",
         "peak_memory_bytes",
         "all_original_accuracy",
+        "sampled_accuracy",
     ):
         assert key in train[-1], key
     assert train[-1]["tokens"] > train[0]["tokens"] > 0
-    assert [r["step"] for r in records(run, "val")] == [4, 6]
+    val = records(run, "val")
+    assert [r["step"] for r in val] == [4, 6]
+    # The threshold-free score is evaluation's alone: it needs every validation token's logit.
+    assert all(0.0 <= r["disc_auc"] <= 1.0 for r in val) and "disc_auc" not in train[-1]
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-00000003", "step-00000006"]
 
     import transformers
@@ -250,6 +254,9 @@ def test_ddp_two_gloo_processes_match_one_process(data_dir: Path, tmp_path: Path
     for ra, rb in zip(records(single), records(ddp), strict=True):
         assert ra["mlm_loss"] == pytest.approx(rb["mlm_loss"], rel=1e-4)
         assert ra["disc_loss"] == pytest.approx(rb["disc_loss"], rel=1e-4)
+    # Evaluation reduces its sums and AUC histograms over both ranks.
+    (val,) = records(ddp, "val")
+    assert 0.0 <= val["disc_auc"] <= 1.0 and 0.0 < val["replaced_fraction"] < 1.0
 
 
 def test_mlm_baseline_objective_and_init_from_a_previous_run(data_dir: Path, tmp_path: Path, capsys) -> None:
@@ -257,6 +264,7 @@ def test_mlm_baseline_objective_and_init_from_a_previous_run(data_dir: Path, tmp
     assert main(pretrain_args(data_dir, mlm, "--steps", "3", "--objective", "mlm")) == 0
     rec = records(mlm)[-1]
     assert rec["mlm_loss"] > 0 and "disc_loss" not in rec
+    assert all("disc_auc" not in r and r["mlm_loss"] > 0 for r in records(mlm, "val"))
     import transformers
 
     model = transformers.ElectraForMaskedLM.from_pretrained(mlm / "mlm")

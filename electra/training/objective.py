@@ -94,25 +94,36 @@ class StepOutput:
     # 0-d float32 sums and counts (keys: STAT_KEYS), never ratios: add them over micro-batches and ranks,
     # then divide (see ratios()).
     stats: dict[str, Tensor] = field(default_factory=dict)
+    # Detached per-token discriminator logits and replaced labels (0/1, -1 at padding), for threshold-free
+    # evaluation (detection_auc); None for the masked-LM baseline.
+    disc_logits: Tensor | None = None
+    disc_labels: Tensor | None = None
 
 
 def ratios(stats: dict[str, Tensor | float]) -> dict[str, float]:
-    """Turn (accumulated, all-reduced) sums into the logged metrics. Syncs with the device: call rarely."""
+    """Turn (accumulated, all-reduced) sums into the logged metrics. Syncs with the device: call rarely.
+
+    The discriminator's entries appear only when it saw tokens (not for the masked-LM baseline).
+    """
     s = {k: float(v) for k, v in stats.items()}
 
     def div(a: str, b: str) -> float:
-        return s[a] / s[b] if s[b] else float("nan")
+        return s.get(a, 0.0) / s[b] if s.get(b) else float("nan")
 
-    return {
-        "mlm_loss": div("mlm_loss_sum", "mlm_count"),
-        "mlm_accuracy": div("mlm_correct", "mlm_count"),
-        "disc_loss": div("disc_loss_sum", "disc_count"),
-        "disc_accuracy": div("disc_correct", "disc_count"),
-        "disc_precision": div("replaced_true_pos", "replaced_pred_pos"),
-        "disc_recall": div("replaced_true_pos", "replaced_actual_pos"),
-        "replaced_fraction": div("replaced_actual_pos", "disc_count"),
-        "sampled_accuracy": div("sampled_equals_original", "mlm_count"),
-    }
+    rec = {"mlm_loss": div("mlm_loss_sum", "mlm_count"), "mlm_accuracy": div("mlm_correct", "mlm_count")}
+    if s.get("disc_count"):
+        rec.update(
+            disc_loss=div("disc_loss_sum", "disc_count"),
+            disc_accuracy=div("disc_correct", "disc_count"),
+            disc_precision=div("replaced_true_pos", "replaced_pred_pos"),
+            disc_recall=div("replaced_true_pos", "replaced_actual_pos"),
+            replaced_fraction=div("replaced_actual_pos", "disc_count"),
+            # The official sampled_masked_lm_accuracy: how often the generator's sample is the original.
+            sampled_accuracy=div("sampled_equals_original", "mlm_count"),
+        )
+        # What a discriminator answering "original" everywhere scores: the bar its accuracy has to clear.
+        rec["all_original_accuracy"] = 1.0 - rec["replaced_fraction"]
+    return rec
 
 
 def max_predictions(seq_len: int, mask_prob: float) -> int:
@@ -306,7 +317,12 @@ def electra_step(
             "num_tokens": num_tokens,
         }
     return StepOutput(
-        loss=mlm_loss + cfg.disc_weight * disc_loss, mlm_loss=mlm_loss, disc_loss=disc_loss, stats=stats
+        loss=mlm_loss + cfg.disc_weight * disc_loss,
+        mlm_loss=mlm_loss,
+        disc_loss=disc_loss,
+        stats=stats,
+        disc_logits=disc_logits.detach(),
+        disc_labels=torch.where(real, labels.long(), -1),
     )
 
 

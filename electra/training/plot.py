@@ -13,6 +13,8 @@ PANELS = (
     ("disc_loss", "discriminator loss"),
     ("disc_accuracy", "discriminator accuracy"),
     ("disc_recall", "replaced-token recall / precision"),
+    ("disc_auc", "replaced-token detection ROC AUC (val)"),
+    ("sampled_accuracy", "generator samples equal to the original"),
     ("tokens_per_s", "throughput (tokens/s)"),
     ("lr", "learning rate"),
 )
@@ -43,7 +45,7 @@ def plot_run(run: Path, out: Path | None = None) -> Path:
 
     records = read_metrics(run)
     out = out or run / "curves.png"
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
+    fig, axes = plt.subplots(2, 4, figsize=(20, 8))
 
     def series(key: str, split: str = "train") -> list[tuple[int, float]]:
         return [(r["step"], r[key]) for r in records if r.get("split") == split and r.get(key) is not None]

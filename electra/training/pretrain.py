@@ -33,15 +33,18 @@ from electra.config import ElectraConfig, generator_config
 from electra.errors import InputError
 from electra.training import checkpoint as ckpt
 from electra.training.dataset import PretrainingData
+from electra.training.detection_auc import BINS, auc_from_histograms, logit_histograms
 from electra.training.flops import electra_step_flops, peak_flops
 from electra.training.loader import BatchSampler, DataPosition, load_rows, micro_slice
 from electra.training.objective import (
     MLM_BASELINE,
+    STAT_KEYS,
     ObjectiveConfig,
     SpecialTokens,
     StepOutput,
     electra_step,
     mlm_step,
+    ratios,
 )
 from electra.training.optim import build_optimizer, build_scheduler
 
@@ -595,24 +598,7 @@ def _summarise(acc: dict[str, torch.Tensor], d: Dist, step: int, tokens: int, lr
         "lr": lr,
         "grad_norm": s.get("grad_norm_sum", 0.0) / d.world / steps,
     }
-    rec.update(_ratios(s))
-    return rec
-
-
-def _ratios(s: dict[str, float]) -> dict[str, float]:
-    def div(a: str, b: str) -> float:
-        return s.get(a, 0.0) / s[b] if s.get(b) else float("nan")
-
-    rec = {"mlm_loss": div("mlm_loss_sum", "mlm_count"), "mlm_accuracy": div("mlm_correct", "mlm_count")}
-    if s.get("disc_count"):
-        rec.update(
-            disc_loss=div("disc_loss_sum", "disc_count"),
-            disc_accuracy=div("disc_correct", "disc_count"),
-            disc_precision=div("replaced_true_pos", "replaced_pred_pos"),
-            disc_recall=div("replaced_true_pos", "replaced_actual_pos"),
-            replaced_fraction=div("replaced_actual_pos", "disc_count"),
-        )
-        rec["all_original_accuracy"] = 1.0 - rec["replaced_fraction"]
+    rec.update(ratios(s))
     return rec
 
 
@@ -620,7 +606,9 @@ def _ratios(s: dict[str, float]) -> dict[str, float]:
 def evaluate(model, data, cfg, d, specials, autocast, step, micro_batch) -> dict[str, Any]:
     """Metrics on the first `eval_batches` validation batches, with fixed masking: comparable across steps."""
     model.eval()
-    acc: dict[str, torch.Tensor] = {}
+    # Zeros for every key, so a rank whose shard has run out of validation rows still joins the reductions.
+    acc: dict[str, torch.Tensor] = {k: torch.zeros((), device=d.device) for k in STAT_KEYS}
+    hist = torch.zeros(2, BINS, device=d.device) if cfg.objective == "electra" else None
     n = len(data.val)
     for b in range(cfg.eval_batches):
         lo = (b * d.world + d.rank) * micro_batch
@@ -632,11 +620,19 @@ def evaluate(model, data, cfg, d, specials, autocast, step, micro_batch) -> dict
         with autocast:
             out = model(batch, rng)
         for k, v in out.stats.items():
-            acc[k] = acc.get(k, 0) + v.float()
+            acc[k] = acc[k] + v.float()
+        if hist is not None and out.disc_logits is not None and out.disc_labels is not None:
+            hist += logit_histograms(out.disc_logits, out.disc_labels)
     model.train()
-    if not acc:
+    sums = _reduce_sums(acc, d)
+    if hist is not None and d.world > 1:
+        dist.all_reduce(hist)
+    if not sums["num_tokens"]:
         return {}
-    return {"split": "val", "step": step, **_ratios(_reduce_sums(acc, d))}
+    rec = {"split": "val", "step": step, **ratios(sums)}
+    if hist is not None:
+        rec["disc_auc"] = auc_from_histograms(hist)
+    return rec
 
 
 def _reduce_sums(acc: dict[str, torch.Tensor], d: Dist) -> dict[str, float]:
