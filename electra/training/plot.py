@@ -51,7 +51,8 @@ def plot_run(run: Path, out: Path | None = None) -> Path:
         return [(r["step"], r[key]) for r in records if r.get("split") == split and r.get(key) is not None]
 
     extra_lines = {
-        "disc_accuracy": ("all_original_accuracy", ":", "all-original baseline"),
+        # Drawn over the accuracy in black: once nothing is flagged the two coincide, and that must show.
+        "disc_accuracy": ("all_original_accuracy", "k:", "all-original baseline (train)"),
         "disc_recall": ("disc_precision", ".", "precision (train; undefined while nothing is flagged)"),
     }
     for ax, (key, title) in zip(axes.flat, PANELS, strict=True):
@@ -61,7 +62,7 @@ def plot_run(run: Path, out: Path | None = None) -> Path:
         if key in extra_lines:
             other, style, label = extra_lines[key]
             if pts := series(other):
-                ax.plot(*zip(*pts, strict=True), style, alpha=0.7, label=label)
+                ax.plot(*zip(*pts, strict=True), style, alpha=0.7, label=label, zorder=3)
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
