@@ -103,7 +103,7 @@ WORKDIR /src
 COPY pyproject.toml constraints.txt README.md ./
 COPY electra ./electra
 RUN /opt/venv/bin/pip install --no-cache-dir -c constraints.txt ".[train]" \
-    && /opt/venv/bin/python -c "import torch, electra.training.pretrain"
+    && /opt/venv/bin/python -c "import torch, electra.training.pretrain.trainer"
 WORKDIR /tmp
 USER 10001:10001
 CMD ["electra", "--help"]

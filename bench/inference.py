@@ -49,10 +49,11 @@ from benchlib import cpu_name, git_commit, int_list, usable_cores, write_result
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from electra.config import PRESETS, ElectraConfig  # noqa: E402
+from electra.config import ElectraConfig  # noqa: E402
 from electra.hf_format import load_hf_dir, save_hf_dir  # noqa: E402
 from electra.model import ElectraClassifier  # noqa: E402
 from electra.onnx import export as onnx_export  # noqa: E402
+from electra.sizes import SIZES  # noqa: E402
 from electra.tokenizer import SPECIAL_TOKENS, load_tokenizer, save_tokenizer, special_ids  # noqa: E402
 
 BERT_VOCAB = ROOT.parent / "shared" / "data" / "models" / "bert-uncased-vocab" / "vocab.txt"
@@ -372,7 +373,7 @@ def print_tables(results: list[dict[str, Any]], names: list[str]) -> None:
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--size", default="small", choices=list(PRESETS))
+    ap.add_argument("--size", default="small", choices=list(SIZES))
     ap.add_argument("--batch-sizes", type=int_list, default=[1, 8, 32])
     ap.add_argument("--seq-lens", type=int_list, default=[16, 128, 512])
     ap.add_argument("--rounds", type=int, default=5)

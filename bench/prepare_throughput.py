@@ -41,8 +41,8 @@ def main() -> int:
     args = ap.parse_args()
 
     from electra.tokenizer import load_tokenizer
-    from electra.training.corpus import CorpusStats, iter_corpus_lines, resolve_sources
-    from electra.training.prepare import PrepareConfig, prepare_dataset
+    from electra.training.data.corpus import CorpusStats, iter_corpus_lines, resolve_sources
+    from electra.training.data.prepare import PrepareConfig, prepare_dataset
 
     for p in (*args.corpus, args.tokenizer):
         if not Path(p).exists() and "*" not in p:

@@ -28,10 +28,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from electra.config import ElectraConfig, generator_config  # noqa: E402
-from electra.training.flops import electra_step_flops, peak_flops  # noqa: E402
-from electra.training.objective import ObjectiveConfig, SpecialTokens, max_predictions  # noqa: E402
 from electra.training.optim import build_optimizer  # noqa: E402
-from electra.training.pretrain import ElectraPretrainer  # noqa: E402
+from electra.training.pretrain.flops import electra_step_flops, peak_flops  # noqa: E402
+from electra.training.pretrain.objective import ObjectiveConfig, SpecialTokens, max_predictions  # noqa: E402
+from electra.training.pretrain.trainer import ElectraPretrainer  # noqa: E402
 
 SPECIALS = SpecialTokens(pad=0, cls=101, sep=102, mask=103)
 VOCAB = 30522

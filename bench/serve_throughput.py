@@ -177,7 +177,7 @@ def text_mix(short: Sequence[str], paragraphs: Sequence[str], n: int, seed: int 
 
 def demo_paragraphs(work: Path, max_bytes: int = 3_000_000) -> list[str]:
     """Paragraphs of the embedded demo corpus (Python docstrings), built into `work`."""
-    from electra.training.demo_corpus import build_demo_corpus
+    from electra.training.data.demo_corpus import build_demo_corpus
 
     path = work / "demo_corpus.txt"
     build_demo_corpus(path, max_bytes=max_bytes)
@@ -238,7 +238,7 @@ def describe_texts(mix: list[tuple[str, str]], tokenizer: Any, max_seq_len: int)
 def build_tokenizer(work: Path, paragraphs: list[str]) -> tuple[Any, str]:
     if BERT_VOCAB.is_file():
         return load_tokenizer(BERT_VOCAB), f"BERT uncased WordPiece vocabulary ({BERT_VOCAB})"
-    from electra.training.tokenizer_train import train_tokenizer
+    from electra.training.data.tokenizer_train import train_tokenizer
 
     lines = paragraphs or demo_paragraphs(work)
     return train_tokenizer(lines, vocab_size=30522), "WordPiece trained on the benchmark's source text"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from electra.errors import InputError
+from electra.sizes import SIZES, generator_fraction
 
 AttnImpl = Literal["sdpa", "math"]
 ProblemType = Literal["single_label_classification", "multi_label_classification", "regression"]
@@ -137,12 +138,12 @@ class ElectraConfig:
     @classmethod
     def from_size(cls, name: str, vocab_size: int = 30522, **overrides: Any) -> ElectraConfig:
         """A preset discriminator config: "tiny", "small", "base" or "large", fields optionally replaced."""
-        if name not in PRESETS:
-            raise InputError(f"unknown model size {name!r}; use one of {', '.join(PRESETS)}")
+        if name not in SIZES:
+            raise InputError(f"unknown model size {name!r}; use one of {', '.join(SIZES)}")
         unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise InputError(f"unknown ElectraConfig field(s) {', '.join(sorted(unknown))}")
-        return cls(**{**PRESETS[name], "vocab_size": vocab_size, **overrides})
+        return cls(**{**SIZES[name].architecture(), "vocab_size": vocab_size, **overrides})
 
     def replace(self, **changes: Any) -> ElectraConfig:
         """A copy with fields changed; a new num_labels without new id2label gets default LABEL_i names.
@@ -229,39 +230,6 @@ _RUNTIME = frozenset({"attn_impl"})
 _NOT_HF_ALWAYS = _RUNTIME | {"id2label", "label2id", "problem_type", "num_labels"}
 _NULLABLE = frozenset({"pad_token_id", "classifier_dropout", "problem_type"})
 
-# The ELECTRA paper's discriminator sizes (Table 6), plus "tiny" for tests and demos.
-PRESETS: dict[str, dict[str, int]] = {
-    "tiny": dict(
-        embedding_size=32, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128
-    ),
-    "small": dict(
-        embedding_size=128,
-        hidden_size=256,
-        num_hidden_layers=12,
-        num_attention_heads=4,
-        intermediate_size=1024,
-    ),
-    "base": dict(
-        embedding_size=768,
-        hidden_size=768,
-        num_hidden_layers=12,
-        num_attention_heads=12,
-        intermediate_size=3072,
-    ),
-    "large": dict(
-        embedding_size=1024,
-        hidden_size=1024,
-        num_hidden_layers=24,
-        num_attention_heads=16,
-        intermediate_size=4096,
-    ),
-}
-
-# Generator width as a fraction of the discriminator's (the paper: 1/4 for Small and Large, 1/3 for Base),
-# keyed by the discriminator hidden size so the rule also applies to configs not built with from_size.
-GENERATOR_FRACTION = {64: 1 / 4, 256: 1 / 4, 768: 1 / 3, 1024: 1 / 4}
-DEFAULT_GENERATOR_FRACTION = 1 / 4
-
 
 def generator_config(disc: ElectraConfig, fraction: float | None = None) -> ElectraConfig:
     """The generator for a discriminator: same depth and embeddings, a fraction of the width.
@@ -271,7 +239,7 @@ def generator_config(disc: ElectraConfig, fraction: float | None = None) -> Elec
     stays the discriminator's because the two models share one embedding block during pre-training.
     """
     if fraction is None:
-        fraction = GENERATOR_FRACTION.get(disc.hidden_size, DEFAULT_GENERATOR_FRACTION)
+        fraction = generator_fraction(disc.hidden_size)
     if not 0.0 < fraction <= 1.0:
         raise InputError(f"generator fraction must be in (0, 1], got {fraction}")
     hidden = max(1, round(disc.hidden_size * fraction))

@@ -24,13 +24,11 @@ from safetensors.torch import load_file, save_file
 from electra.atomic import atomic_dir
 from electra.config import ARCHITECTURES, ElectraConfig
 from electra.errors import InputError
+from electra.files import CONFIG_JSON, MODEL_SAFETENSORS, PYTORCH_MODEL_BIN
 from electra.model import ElectraGenerator, ElectraHeadModel, Kind, build_model
 
 log = logging.getLogger(__name__)
 
-CONFIG_NAME = "config.json"
-SAFETENSORS_NAME = "model.safetensors"
-PYTORCH_NAME = "pytorch_model.bin"
 TIED_KEY = "generator_lm_head.weight"
 WORD_EMBEDDINGS_KEY = "electra.embeddings.word_embeddings.weight"
 # Index buffers that older transformers releases stored with the weights.
@@ -66,7 +64,7 @@ def save_hf_dir(
     extra_files = extra_files or {}
     for name in extra_files:
         rel = Path(name)
-        if rel.is_absolute() or ".." in rel.parts or name in (CONFIG_NAME, SAFETENSORS_NAME):
+        if rel.is_absolute() or ".." in rel.parts or name in (CONFIG_JSON, MODEL_SAFETENSORS):
             raise InputError(
                 f"extra file name {name!r} must be a relative path inside {out}, not a model file"
             )
@@ -77,9 +75,9 @@ def save_hf_dir(
     dtype = next((v.dtype for v in tensors.values() if v.is_floating_point()), torch.float32)
     config = model.config.to_hf_dict(model.hf_architecture, dtype=str(dtype).removeprefix("torch."))
     with atomic_dir(out, overwrite) as tmp:
-        (tmp / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (tmp / CONFIG_JSON).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         # transformers refuses a safetensors file whose metadata lacks format=pt.
-        save_file(tensors, str(tmp / SAFETENSORS_NAME), metadata={"format": "pt"})
+        save_file(tensors, str(tmp / MODEL_SAFETENSORS), metadata={"format": "pt"})
         for name, data in extra_files.items():
             (tmp / name).parent.mkdir(parents=True, exist_ok=True)
             (tmp / name).write_bytes(data)
@@ -108,10 +106,10 @@ def load_hf_dir_with_report(
         )
     if not path.is_dir():
         raise InputError(f"{path}: not a directory; pass a model directory (config.json + model.safetensors)")
-    config_path = path / CONFIG_NAME
+    config_path = path / CONFIG_JSON
     if not config_path.is_file():
         raise InputError(
-            f"{path}: no {CONFIG_NAME}; pass a directory saved by `save_pretrained` or this tool"
+            f"{path}: no {CONFIG_JSON}; pass a directory saved by `save_pretrained` or this tool"
         )
     raw = _read_json(config_path)
     cfg = ElectraConfig.from_hf_dict(raw, source=config_path)
@@ -189,7 +187,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _read_weights(path: Path) -> tuple[Path, dict[str, torch.Tensor]]:
-    safetensors_file, pytorch_file = path / SAFETENSORS_NAME, path / PYTORCH_NAME
+    safetensors_file, pytorch_file = path / MODEL_SAFETENSORS, path / PYTORCH_MODEL_BIN
     if safetensors_file.is_file():
         try:
             return safetensors_file, load_file(str(safetensors_file), device="cpu")
@@ -209,7 +207,9 @@ def _read_weights(path: Path) -> tuple[Path, dict[str, torch.Tensor]]:
         return pytorch_file, state
     if any(path.glob("*.index.json")):
         raise InputError(f"{path}: sharded checkpoints are not supported; re-save with one weights file")
-    raise InputError(f"{path}: no {SAFETENSORS_NAME} or {PYTORCH_NAME}; pass a complete model directory")
+    raise InputError(
+        f"{path}: no {MODEL_SAFETENSORS} or {PYTORCH_MODEL_BIN}; pass a complete model directory"
+    )
 
 
 def _normalize_keys(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

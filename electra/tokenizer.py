@@ -20,13 +20,10 @@ from tokenizers.models import WordPiece
 
 from electra.atomic import atomic_write_text
 from electra.errors import ElectraError, InputError
+from electra.files import SPECIAL_TOKENS_MAP_JSON, TOKENIZER_CONFIG_JSON, TOKENIZER_JSON, VOCAB_TXT
 
 SPECIAL_TOKENS: tuple[str, ...] = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
-TOKENIZER_JSON = "tokenizer.json"
-VOCAB_TXT = "vocab.txt"
-TOKENIZER_CONFIG = "tokenizer_config.json"
-SPECIAL_TOKENS_MAP = "special_tokens_map.json"
 
 # BERT's limit: a longer pre-token becomes a single [UNK] instead of a long chain of pieces.
 MAX_INPUT_CHARS_PER_WORD = 100
@@ -132,7 +129,7 @@ def _load_dir(directory: Path) -> tuple[tokenizers.Tokenizer, Path]:
     tokenizer_json = directory / TOKENIZER_JSON
     if tokenizer_json.is_file():
         tokenizer = _load_tokenizer_json(tokenizer_json)
-        if (directory / TOKENIZER_CONFIG).is_file():
+        if (directory / TOKENIZER_CONFIG_JSON).is_file():
             _apply_config_to_normalizer(tokenizer, _config_options(directory, default_lowercase=True))
         return tokenizer, tokenizer_json
     vocab_txt = directory / VOCAB_TXT
@@ -244,7 +241,7 @@ def _vocab_file_options(vocab_file: Path) -> dict[str, Any]:
 
 
 def _config_options(directory: Path, default_lowercase: bool | None) -> dict[str, Any]:
-    config_path = directory / TOKENIZER_CONFIG
+    config_path = directory / TOKENIZER_CONFIG_JSON
     config: dict[str, Any] = {}
     if config_path.is_file():
         try:
@@ -379,8 +376,18 @@ def save_tokenizer(tokenizer: tokenizers.Tokenizer, out_dir: str | Path) -> None
 
     atomic_write_text(out_dir / TOKENIZER_JSON, _finish(_copy(tokenizer)).to_str(pretty=True))
     atomic_write_text(out_dir / VOCAB_TXT, "".join(f"{t}\n" for t in tokens))
-    atomic_write_text(out_dir / TOKENIZER_CONFIG, _json(_tokenizer_config(tokenizer)))
-    atomic_write_text(out_dir / SPECIAL_TOKENS_MAP, _json(_special_tokens_map()))
+    atomic_write_text(out_dir / TOKENIZER_CONFIG_JSON, _json(_tokenizer_config(tokenizer)))
+    atomic_write_text(out_dir / SPECIAL_TOKENS_MAP_JSON, _json(_special_tokens_map()))
+
+
+def tokenizer_files(tokenizer: tokenizers.Tokenizer) -> dict[str, bytes]:
+    """The files `save_tokenizer` writes, as bytes by name: for writers that place them inside their own
+    atomic output directory (models, runs, bundles)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        save_tokenizer(tokenizer, Path(tmp))
+        return {p.name: p.read_bytes() for p in Path(tmp).iterdir()}
 
 
 def _copy(tokenizer: tokenizers.Tokenizer) -> tokenizers.Tokenizer:

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from electra.errors import ElectraError, InputError
-from electra.training.checkpoint import (
+from electra.training.pretrain.checkpoint import (
     COMPLETE_FILE,
     MODEL_FILE,
     OPTIMIZER_FILE,
@@ -267,7 +267,7 @@ def test_failed_replacement_of_the_same_step_keeps_the_old_one(tmp_path: Path, m
 
 SAVE_FOREVER = """
 import sys, torch
-from electra.training.checkpoint import save_checkpoint
+from electra.training.pretrain.checkpoint import save_checkpoint
 tensors = {"w": torch.randn(512, 1024)}
 optimizer = {"state": {0: {"exp_avg": torch.randn(512, 1024)}}, "param_groups": []}
 step = 0

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from electra.cli.main import main
-from electra.training.dataset import PretrainingData
+from electra.training.data.dataset import PretrainingData
 
 from .conftest import make_marked_corpus, shared_path
 
@@ -180,7 +180,7 @@ def test_crash_during_prepare_leaves_no_output_and_keeps_the_old_one(
     assert run(prepare_args(marked_corpus, word_vocab, out, "--max-seq-len", "16"), capsys)[0] == 0
     before = (out / "train" / "input_ids.bin").read_bytes()
 
-    from electra.training import dataset
+    from electra.training.data import dataset
 
     calls = {"n": 0}
     original = dataset.SplitWriter.append

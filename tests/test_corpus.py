@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from electra.errors import InputError
-from electra.training.corpus import (
+from electra.training.data.corpus import (
     PLAIN,
     WIKIEXTRACTOR,
     CorpusStats,
@@ -19,7 +19,7 @@ from electra.training.corpus import (
     parse_documents,
     resolve_sources,
 )
-from electra.training.sentences import split_sentences
+from electra.training.data.sentences import split_sentences
 
 from .conftest import make_marked_corpus, shared_path
 

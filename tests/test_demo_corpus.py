@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from electra.training import demo_corpus
-from electra.training.demo_corpus import (
+from electra.training.data import demo_corpus
+from electra.training.data.demo_corpus import (
     DEMO_CORPUS_LABEL,
     DemoCorpusStats,
     build_demo_corpus,

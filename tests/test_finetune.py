@@ -13,7 +13,7 @@ from electra.cli.main import main
 from electra.config import ElectraConfig
 from electra.hf_format import save_hf_dir
 from electra.model import ElectraClassifier, ElectraDiscriminator
-from electra.training.finetune import layerwise_groups
+from electra.training.finetune.trainer import layerwise_groups
 
 from .conftest import shared_path
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from electra.training import metrics
-from electra.training.metrics import (
+from electra.training.finetune import glue_metrics as metrics
+from electra.training.finetune.glue_metrics import (
     accuracy,
     f1_binary,
     glue_metrics,
@@ -21,7 +21,7 @@ from electra.training.metrics import (
     rankdata,
     spearman,
 )
-from electra.training.tasks import TASKS, TaskSpec
+from electra.training.finetune.tasks import TASKS, TaskSpec
 
 sk = pytest.importorskip("sklearn.metrics", reason="scikit-learn (a dev extra) is the reference")
 stats = pytest.importorskip("scipy.stats", reason="scipy (a dev extra) is the reference")

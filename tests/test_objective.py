@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from electra.config import ElectraConfig, generator_config
 from electra.errors import InputError
 from electra.model import ElectraDiscriminator, ElectraGenerator
-from electra.training.objective import (
+from electra.training.pretrain.objective import (
     MLM_BASELINE,
     STAT_KEYS,
     ObjectiveConfig,

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from electra.tokenizer import load_tokenizer
-from electra.training import packing
-from electra.training.dataset import PretrainingData
-from electra.training.prepare import PrepareConfig, prepare_dataset
+from electra.training.data import packing
+from electra.training.data.dataset import PretrainingData
+from electra.training.data.prepare import PrepareConfig, prepare_dataset
 
 CLS, SEP, PAD = 2, 3, 0
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from electra.cli.main import main
-from electra.training.prepare import PrepareConfig, prepare_dataset
+from electra.training.data.prepare import PrepareConfig, prepare_dataset
 from tests.procs import free_port
 
 from .conftest import make_marked_corpus, write_word_vocab
@@ -211,7 +211,7 @@ def test_sigterm_writes_a_checkpoint_and_exits_0(data_dir: Path, tmp_path: Path)
     assert "stopped by signal" in err
     ckpts = list((run / "checkpoints").iterdir())
     assert len(ckpts) == 1
-    from electra.training.checkpoint import verify_checkpoint
+    from electra.training.pretrain.checkpoint import verify_checkpoint
 
     assert verify_checkpoint(ckpts[0]) is None
     step = int(ckpts[0].name.split("-")[1])
@@ -282,8 +282,8 @@ def test_discriminator_starts_at_the_replaced_prior() -> None:
     import math
 
     from electra.config import ElectraConfig, generator_config
-    from electra.training.objective import ObjectiveConfig, SpecialTokens
-    from electra.training.pretrain import ElectraPretrainer
+    from electra.training.pretrain.objective import ObjectiveConfig, SpecialTokens
+    from electra.training.pretrain.trainer import ElectraPretrainer
 
     disc = ElectraConfig.from_size("tiny", vocab_size=50)
     specials = SpecialTokens(pad=0, cls=2, sep=3, mask=4)

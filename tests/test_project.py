@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from electra.cli.main import main
-from electra.training.dataset import PretrainingData
+from electra.training.data.dataset import PretrainingData
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from electra.errors import InputError
-from electra.training.tasks import (
+from electra.training.finetune.tasks import (
     TASKS,
     Example,
     ExampleList,

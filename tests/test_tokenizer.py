@@ -27,7 +27,7 @@ from electra.tokenizer import (
     tokenizer_fingerprint,
     vocab_tokens,
 )
-from electra.training.tokenizer_train import MIN_VOCAB_SIZE, train_tokenizer
+from electra.training.data.tokenizer_train import MIN_VOCAB_SIZE, train_tokenizer
 
 BERT_VOCAB = Path(__file__).resolve().parents[1].parent / "shared/data/models/bert-uncased-vocab/vocab.txt"
 needs_bert_vocab = pytest.mark.skipif(

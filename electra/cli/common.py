@@ -38,7 +38,7 @@ def default_workers() -> int:
 
 def demo_corpus(cache: Path = DEFAULT_CACHE, progress: bool = False, max_bytes: int = 20_000_000) -> Path:
     """The embedded demo corpus, built once per Python installation and size, and cached."""
-    from electra.training.demo_corpus import DEMO_CORPUS_LABEL, build_demo_corpus
+    from electra.training.data.demo_corpus import DEMO_CORPUS_LABEL, build_demo_corpus
 
     size = f"-{max_bytes // 1_000_000}mb" if max_bytes != 20_000_000 else ""
     path = cache / f"demo-corpus-py{sys.version_info.major}{sys.version_info.minor}{size}.txt"

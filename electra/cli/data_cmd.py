@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def prepare(args: argparse.Namespace) -> int:
-    from electra.training.prepare import PrepareConfig, prepare_dataset
+    from electra.training.data.prepare import PrepareConfig, prepare_dataset
 
     progress = show_progress(args)
     corpus = args.corpus or [str(demo_corpus(progress=progress))]
@@ -98,7 +98,7 @@ def report(summary) -> None:
 
 
 def info(args: argparse.Namespace) -> int:
-    from electra.training.dataset import PretrainingData
+    from electra.training.data.dataset import PretrainingData
 
     data = PretrainingData.open(args.dir)
     if args.verify:

@@ -65,10 +65,10 @@ def demo(args: argparse.Namespace) -> int:
     from electra.atomic import atomic_dir
     from electra.cli.data_cmd import report
     from electra.tokenizer import load_tokenizer, save_tokenizer
-    from electra.training.corpus import iter_corpus_lines
-    from electra.training.dataset import PretrainingData
-    from electra.training.prepare import PrepareConfig, prepare_dataset
-    from electra.training.tokenizer_train import train_tokenizer
+    from electra.training.data.corpus import iter_corpus_lines
+    from electra.training.data.dataset import PretrainingData
+    from electra.training.data.prepare import PrepareConfig, prepare_dataset
+    from electra.training.data.tokenizer_train import train_tokenizer
 
     work: Path = args.workdir
     progress = show_progress(args)
@@ -159,7 +159,7 @@ def _load_bundle(path: Path) -> None:
 
 
 def _pretrain(data_dir: Path, run_dir: Path, steps: int, fresh: bool, progress: bool) -> None:
-    from electra.training.pretrain import PretrainConfig, pretrain
+    from electra.training.pretrain.trainer import PretrainConfig, pretrain
 
     resume = not fresh and (run_dir / "checkpoints").is_dir()
     result = pretrain(

@@ -57,7 +57,7 @@ def _dev_set(args: argparse.Namespace) -> tuple[list, list[int]] | None:
     if data_dir is None:
         raise InputError("--task needs --data-dir (the GLUE directory)")
     from electra.config import ElectraConfig
-    from electra.training.tasks import TASKS, read_glue
+    from electra.training.finetune.tasks import TASKS, read_glue
 
     if task not in TASKS:
         raise InputError(f"--task {task!r} is not one of {', '.join(TASKS)}")

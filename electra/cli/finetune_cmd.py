@@ -88,7 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_finetune(args: argparse.Namespace) -> int:
-    from electra.training.finetune import FinetuneConfig, finetune
+    from electra.training.finetune.trainer import FinetuneConfig, finetune
 
     cfg = FinetuneConfig(
         task=args.task,
@@ -137,8 +137,8 @@ def _load_classifier(model_dir: Path, device: str | None):
 
 
 def _task_for_model(name: str, model) -> object:
-    from electra.training.finetune import custom_task
-    from electra.training.tasks import TASKS
+    from electra.training.finetune.tasks import TASKS
+    from electra.training.finetune.trainer import custom_task
 
     if name != "custom":
         return TASKS[name]
@@ -151,8 +151,8 @@ def _task_for_model(name: str, model) -> object:
 def run_evaluate(args: argparse.Namespace) -> int:
     from contextlib import nullcontext
 
-    from electra.training.finetune import encode, predict_logits, score
-    from electra.training.tasks import read_custom, read_glue
+    from electra.training.finetune.tasks import read_custom, read_glue
+    from electra.training.finetune.trainer import encode, predict_logits, score
 
     model, tok, pad_id, device = _load_classifier(args.model, args.device)
     task = _task_for_model(args.task, model)
@@ -183,8 +183,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def run_predict(args: argparse.Namespace) -> int:
     from contextlib import nullcontext
 
-    from electra.training.finetune import encode, predict_logits
-    from electra.training.tasks import read_custom, read_glue, submission_rows
+    from electra.training.finetune.tasks import read_custom, read_glue, submission_rows
+    from electra.training.finetune.trainer import encode, predict_logits
 
     model, tok, pad_id, device = _load_classifier(args.model, args.device)
     task = _task_for_model(args.task, model)

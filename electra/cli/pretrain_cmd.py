@@ -69,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
-    from electra.training.pretrain import PretrainConfig, pretrain
+    from electra.training.pretrain.trainer import PretrainConfig, pretrain
 
     fields = {
         k: getattr(args, k)
@@ -117,7 +117,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    from electra.training.plot import plot_run
+    from electra.training.pretrain.plot import plot_run
 
     path = plot_run(args.run, args.out)
     print(f"wrote {path}")

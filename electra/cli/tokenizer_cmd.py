@@ -47,8 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def train(args: argparse.Namespace) -> int:
     from electra.atomic import atomic_dir, check_output_dir
     from electra.tokenizer import save_tokenizer
-    from electra.training.corpus import CorpusStats, iter_corpus_lines, resolve_sources
-    from electra.training.tokenizer_train import train_tokenizer
+    from electra.training.data.corpus import CorpusStats, iter_corpus_lines, resolve_sources
+    from electra.training.data.tokenizer_train import train_tokenizer
 
     check_output_dir(args.out, args.overwrite)
     progress = show_progress(args)

@@ -302,12 +302,12 @@ def load_bundle_metadata(bundle_dir: Path) -> dict[str, Any]:
 
 def _load_model(model_dir: Path) -> tuple[ElectraHeadModel, Path, str]:
     """The model (fp32, eval), its weights file, and config.json's text (copied into the bundle verbatim)."""
-    from electra.hf_format import CONFIG_NAME, load_hf_dir_with_report
+    from electra.hf_format import load_hf_dir_with_report
 
     model, report = load_hf_dir_with_report(model_dir)
     if model.kind not in EXPORTABLE_KINDS:
         raise InputError(
-            f"{model_dir / CONFIG_NAME}: a {model.kind} ({report.source_architecture}) cannot be exported; "
+            f"{model_dir / CONFIG_JSON}: a {model.kind} ({report.source_architecture}) cannot be exported; "
             "export the discriminator or a fine-tuned classifier"
         )
     if report.newly_initialized:
@@ -316,7 +316,7 @@ def _load_model(model_dir: Path) -> tuple[ElectraHeadModel, Path, str]:
             f"{report.weights_file}: has no weights for {', '.join(report.newly_initialized[:3])}; "
             f"the {model.kind} head is untrained -- fine-tune it first"
         )
-    return model, report.weights_file, (model_dir / CONFIG_NAME).read_text(encoding="utf-8")
+    return model, report.weights_file, (model_dir / CONFIG_JSON).read_text(encoding="utf-8")
 
 
 def _load_tokenizer(model_dir: Path, cfg: ElectraConfig) -> tokenizers.Tokenizer:

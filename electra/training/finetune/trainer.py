@@ -29,9 +29,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.errors import InputError
-from electra.training.metrics import glue_metrics
+from electra.training.finetune.glue_metrics import glue_metrics
+from electra.training.finetune.tasks import TASKS, Example, TaskSpec, label_names, read_custom, read_glue
 from electra.training.optim import build_scheduler
-from electra.training.tasks import TASKS, Example, TaskSpec, label_names, read_custom, read_glue
 
 # Recipe by model width (the paper's sizes): learning rate and layer-wise decay.
 RECIPE = {256: (3e-4, 0.8), 768: (1e-4, 0.8), 1024: (5e-5, 0.9)}

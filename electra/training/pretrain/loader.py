@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from electra.training.dataset import Split
+from electra.training.data.dataset import Split
 
 
 @dataclass

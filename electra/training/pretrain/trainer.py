@@ -31,12 +31,13 @@ from torch import nn
 
 from electra.config import ElectraConfig, generator_config
 from electra.errors import InputError
-from electra.training import checkpoint as ckpt
-from electra.training.dataset import PretrainingData
-from electra.training.detection_auc import BINS, auc_from_histograms, logit_histograms
-from electra.training.flops import electra_step_flops, peak_flops
-from electra.training.loader import BatchSampler, DataPosition, load_rows, micro_slice
-from electra.training.objective import (
+from electra.training.data.dataset import PretrainingData
+from electra.training.optim import build_optimizer, build_scheduler
+from electra.training.pretrain import checkpoint as ckpt
+from electra.training.pretrain.detection_auc import BINS, auc_from_histograms, logit_histograms
+from electra.training.pretrain.flops import electra_step_flops, peak_flops
+from electra.training.pretrain.loader import BatchSampler, DataPosition, load_rows, micro_slice
+from electra.training.pretrain.objective import (
     MLM_BASELINE,
     STAT_KEYS,
     ObjectiveConfig,
@@ -46,7 +47,6 @@ from electra.training.objective import (
     mlm_step,
     ratios,
 )
-from electra.training.optim import build_optimizer, build_scheduler
 
 # The paper's per-size recipe (Clark et al. 2020, Table 6 and Section 3.1).
 SIZE_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -206,7 +206,7 @@ def global_counts(
     input_ids: np.ndarray, lengths: np.ndarray, special_ids: tuple[int, ...], p: float
 ) -> tuple[int, int]:
     """(real tokens, masked predictions) of a global batch, by the objective's own counting rule."""
-    from electra.training.objective import num_predictions
+    from electra.training.pretrain.objective import num_predictions
 
     valid = np.arange(input_ids.shape[1])[None, :] < lengths[:, None]
     candidates = (valid & ~np.isin(input_ids, special_ids)).sum(axis=1)

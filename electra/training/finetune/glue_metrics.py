@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from electra.training.tasks import TaskSpec, get_task
+from electra.training.finetune.tasks import TaskSpec, get_task
 
 
 def _pair(preds: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -30,8 +30,8 @@ import numpy as np
 from electra import __version__
 from electra.atomic import atomic_dir, check_output_dir
 from electra.errors import InputError
-from electra.training import packing
-from electra.training.corpus import (
+from electra.training.data import packing
+from electra.training.data.corpus import (
     DEFAULT_CHUNK_CHARS,
     Chunk,
     CorpusStats,
@@ -39,8 +39,8 @@ from electra.training.corpus import (
     parse_documents,
     resolve_sources,
 )
-from electra.training.dataset import FORMAT, FORMAT_VERSION, SplitWriter, ids_dtype
-from electra.training.sentences import split_sentences
+from electra.training.data.dataset import FORMAT, FORMAT_VERSION, SplitWriter, ids_dtype
+from electra.training.data.sentences import split_sentences
 
 MIN_SEQ_LEN = 8
 

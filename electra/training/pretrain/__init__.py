@@ -1,0 +1,1 @@
+"""Stage 2: joint generator + discriminator pre-training (and the masked-LM baseline)."""
