@@ -24,7 +24,7 @@ def check_output_dir(out: Path, overwrite: bool) -> None:
         raise InputError(f"{out} exists and is not a directory; remove it or choose another --out")
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -38,7 +38,7 @@ def _fsync_tree(root: Path) -> None:
         for name in filenames:
             with contextlib.suppress(OSError), open(os.path.join(dirpath, name), "rb") as f:
                 os.fsync(f.fileno())
-        _fsync_dir(Path(dirpath))
+        fsync_dir(Path(dirpath))
 
 
 @contextlib.contextmanager
@@ -62,7 +62,7 @@ def atomic_dir(out: Path, overwrite: bool = False) -> Iterator[Path]:
             shutil.rmtree(trash, ignore_errors=True)
         else:
             os.rename(tmp, out)
-        _fsync_dir(out.parent)
+        fsync_dir(out.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -79,7 +79,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

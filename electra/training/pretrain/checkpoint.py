@@ -48,7 +48,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from electra import __version__
-from electra.atomic import _fsync_dir
+from electra.atomic import fsync_dir
 from electra.errors import ElectraError, InputError
 
 CHECKPOINTS_DIR = "checkpoints"
@@ -248,7 +248,7 @@ def _write_files(
         },
     }
     _write_bytes(tmp / COMPLETE_FILE, (json.dumps(manifest, indent=2) + "\n").encode("utf-8"))
-    _fsync_dir(tmp)
+    fsync_dir(tmp)
 
 
 def _torch_save(obj: Any, path: Path) -> None:
@@ -274,7 +274,7 @@ def _fsync_file(path: Path) -> None:
 def _move_into_place(tmp: Path, final: Path) -> None:
     if not final.exists():
         os.rename(tmp, final)
-        _fsync_dir(final.parent)
+        fsync_dir(final.parent)
         return
     # Same step saved again. Linux cannot atomically replace a non-empty directory, so: old away, new in,
     # old deleted. A kill between the two renames loses this step but no other; the old copy is then a
@@ -286,7 +286,7 @@ def _move_into_place(tmp: Path, final: Path) -> None:
     except BaseException:
         os.rename(old, final)
         raise
-    _fsync_dir(final.parent)
+    fsync_dir(final.parent)
     shutil.rmtree(old, ignore_errors=True)
 
 
