@@ -49,10 +49,14 @@ from benchlib import cpu_name, git_commit, int_list, usable_cores, write_result
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from electra.bundle import INPUT_NAMES, read_bundle  # noqa: E402
 from electra.config import ElectraConfig  # noqa: E402
+from electra.files import MODEL_ONNX  # noqa: E402
 from electra.hf_format import load_hf_dir, save_hf_dir  # noqa: E402
 from electra.model import ElectraClassifier  # noqa: E402
-from electra.onnx import export as onnx_export  # noqa: E402
+from electra.onnx.export import export_bundle  # noqa: E402
+from electra.onnx.fusion import FUSED_OPS  # noqa: E402
+from electra.onnx.torchscript import export_torchscript  # noqa: E402
 from electra.sizes import SIZES  # noqa: E402
 from electra.tokenizer import SPECIAL_TOKENS, load_tokenizer, save_tokenizer, special_ids  # noqa: E402
 
@@ -142,7 +146,7 @@ def check_unfused(raw_path: Path, work: Path, ort: Any, layers: int) -> dict[str
     options.optimized_model_filepath = str(saved)
     ort.InferenceSession(str(raw_path), options, providers=["CPUExecutionProvider"])
     counts = op_histogram(saved)
-    fused = {op: counts[op] for op in onnx_export.FUSED_OPS if op in counts and op != "LayerNormalization"}
+    fused = {op: counts[op] for op in FUSED_OPS if op in counts and op != "LayerNormalization"}
     if fused:
         raise BenchError(f"the unfused graph holds fused ops after ORT_ENABLE_BASIC: {fused}")
     if counts.get("Softmax", 0) != layers:
@@ -176,7 +180,7 @@ def torch_variant(
         return torch.autocast(device.type, dtype=amp_dtype) if amp_dtype is not None else nullcontext()
 
     def make_call(inputs: dict[str, Any]) -> Call:
-        args = [torch.from_numpy(inputs[n]).to(device) for n in onnx_export.INPUT_NAMES]
+        args = [torch.from_numpy(inputs[n]).to(device) for n in INPUT_NAMES]
 
         def call() -> Any:
             with torch.inference_mode(), autocast():
@@ -437,12 +441,12 @@ def build_variants(
     model_dir = build_model_dir(work, args.size, max(args.seq_lens))
     bundles = {p: work / f"bundle-{p}" for p in precisions}
     for precision, bundle in bundles.items():
-        onnx_export.export_bundle(model_dir, bundle, precision=precision, opset=OPSET)
+        export_bundle(model_dir, bundle, precision=precision, opset=OPSET)
     model = load_hf_dir(model_dir, kind="classifier")
     assert isinstance(model, ElectraClassifier)
     raw_path = work / "raw.onnx"
     # export_bundle's own first step, stopped before optimize_model: the graph ORT would run unfused.
-    onnx_export._export_torchscript(model, raw_path, OPSET)
+    export_torchscript(model, raw_path, OPSET)
     model.set_attention_impl("sdpa")  # the exporter restores it as well; the PyTorch variant relies on it
     unfused_ops = check_unfused(raw_path, work, ort, model.config.num_hidden_layers)
 
@@ -462,7 +466,7 @@ def build_variants(
         )
     )
     for precision, bundle in bundles.items():
-        meta = onnx_export.load_bundle_metadata(bundle)
+        meta = read_bundle(bundle).to_dict()
         info = {
             "graph": f"export_bundle {precision} bundle (optimize_model, model_type bert)",
             "precision": precision,
@@ -470,7 +474,7 @@ def build_variants(
             "bundle_parity": meta["parity"],
         }
         # ORT_ENABLE_ALL is ORT's default level: what a server session gets without asking for anything.
-        path = bundle / onnx_export.MODEL_ONNX
+        path = bundle / MODEL_ONNX
         variants.append(
             ort_variant(
                 ort, f"ort_fused_{precision}", path, device, threads, "ORT_ENABLE_ALL", io_binding, info

@@ -17,7 +17,6 @@ import platform
 import statistics
 import sys
 import time
-from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,10 +27,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from electra.config import ElectraConfig, generator_config  # noqa: E402
+from electra.training.device import autocast as autocast_for  # noqa: E402
+from electra.training.device import enable_tf32, resolve_precision  # noqa: E402
 from electra.training.optim import build_optimizer  # noqa: E402
 from electra.training.pretrain.flops import electra_step_flops, peak_flops  # noqa: E402
+from electra.training.pretrain.models import ElectraPretrainer  # noqa: E402
 from electra.training.pretrain.objective import ObjectiveConfig, SpecialTokens, max_predictions  # noqa: E402
-from electra.training.pretrain.trainer import ElectraPretrainer  # noqa: E402
 
 SPECIALS = SpecialTokens(pad=0, cls=101, sep=102, mask=103)
 VOCAB = 30522
@@ -136,15 +137,13 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     device = torch.device(args.device)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            print("error: --device cuda but no CUDA device", file=sys.stderr)
-            return 2
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda but no CUDA device", file=sys.stderr)
+        return 2
     batch = args.batch_size or (128 if device.type == "cuda" else 32)
     steps = args.steps or (20 if device.type == "cuda" else 3)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+    enable_tf32(device)
+    autocast = autocast_for(device, resolve_precision(None, device))
     peak = peak_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
     results = []
     for size in args.sizes.split(","):

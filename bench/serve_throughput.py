@@ -48,9 +48,7 @@ import random
 import re
 import shutil
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -67,6 +65,7 @@ from benchlib import cpu_name, git_commit, int_list, usable_cores, write_result
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from electra.serving.process import ServerNotReady, ServerProcess, free_port, stop  # noqa: E402
 from electra.tokenizer import load_tokenizer, save_tokenizer  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
@@ -318,7 +317,8 @@ def measure_ort(
     """
     import tokenizers
 
-    from electra.onnx.export import OUTPUT_NAME, encode_batch
+    from electra.bundle import OUTPUT_NAME
+    from electra.onnx.parity import encode_batch
     from electra.serving.runtime import ModelRunner
 
     session = ModelRunner("overhead", bundle, device, threads or 0).session
@@ -365,7 +365,8 @@ def batching_ceiling(
     What batching can give on this device at most, with no server around it: the server's batched vs
     unbatched ratio should be read against this.
     """
-    from electra.onnx.export import OUTPUT_NAME, encode_batch
+    from electra.bundle import OUTPUT_NAME
+    from electra.onnx.parity import encode_batch
 
     batch_size = min(batch_size, len(texts))
     texts = list(texts[: len(texts) // batch_size * batch_size])  # whole batches only
@@ -399,12 +400,6 @@ def batching_ceiling(
 # ----------------------------------------------------------------------------------------------------------
 # Servers
 # ----------------------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -441,63 +436,33 @@ def server_specs(
 
 
 class Server:
-    """A server subprocess in its own process group, so stopping it stops anything it started too."""
+    """A server subprocess on a free port, in its own process group, so stopping it stops anything it started
+    too (electra.serving.process does the work)."""
 
     def __init__(self, spec: ServerSpec, log_dir: Path) -> None:
         self.spec = spec
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_dir / f"{spec.name}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: ServerProcess | None = None
         self.startup_s: float | None = None
 
     def start(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         t = time.perf_counter()
-        with open(self.log_path, "wb") as log_file:
-            self.proc = subprocess.Popen(
-                [*self.spec.command, "--port", str(self.port)],
-                stdout=log_file,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                cwd=ROOT,
-            )
-        deadline = t + timeout_s
-        with httpx.Client(timeout=5.0) as client:
-            while time.perf_counter() < deadline:
-                if self.proc.poll() is not None:
-                    raise BenchError(
-                        f"{self.spec.name} exited with {self.proc.returncode} before it was ready:\n"
-                        f"{self.log_tail()}"
-                    )
-                try:
-                    if client.get(f"{self.url}/health/ready").status_code == 200:
-                        self.startup_s = time.perf_counter() - t
-                        return
-                except httpx.HTTPError:
-                    pass  # not listening yet
-                time.sleep(0.25)
-        raise BenchError(f"{self.spec.name} not ready after {timeout_s:.0f}s:\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 30) -> str:
+        command = [*self.spec.command, "--port", str(self.port)]
+        self.proc = ServerProcess(command, url=self.url, log=self.log_path, cwd=ROOT, new_session=True)
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
+            self.proc.wait_ready(timeout_s, name=self.spec.name)
+        except ServerNotReady as e:
+            raise BenchError(str(e)) from None
+        self.startup_s = time.perf_counter() - t
+
+    def log_tail(self) -> str:
+        return self.proc.log_tail() if self.proc is not None else "(no log)"
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        for sig, wait_s in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                self.proc.wait(timeout=wait_s)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        if self.proc is not None:
+            stop(self.proc, 15.0)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -100,6 +100,32 @@ def load_hf_dir_with_report(
 ) -> tuple[ElectraHeadModel, LoadReport]:
     """load_hf_dir, also returning which keys were newly initialised and which were unused."""
     path = Path(path)
+    cfg, kind, source_arch = _read_config(path, kind, config_overrides)
+    weights_file, state = _read_weights(path)
+    model = build_model(kind, cfg)
+    report = LoadReport(kind=kind, source_architecture=source_arch, weights_file=weights_file)
+    missing, mismatched, unused = _match_weights(
+        model, _normalize_keys(state), weights_file, path / CONFIG_JSON, bool(config_overrides)
+    )
+    model.eval()
+    report.newly_initialized = sorted(missing + mismatched)
+    report.unused = sorted(unused)
+    if report.newly_initialized:
+        log.warning(
+            "%s: loaded as %s; newly initialised (train before use): %s",
+            path,
+            kind,
+            ", ".join(report.newly_initialized),
+        )
+    if report.unused:
+        log.info("%s: unused checkpoint weights: %s", path, ", ".join(report.unused))
+    return model, report
+
+
+def _read_config(
+    path: Path, kind: Kind | None, overrides: dict[str, Any]
+) -> tuple[ElectraConfig, Kind, str | None]:
+    """The model's config (with overrides), the head to load, and the architecture config.json names."""
     if not path.exists():
         raise InputError(
             f"{path}: no such directory; pass a model directory (config.json + model.safetensors)"
@@ -126,14 +152,19 @@ def load_hf_dir_with_report(
         raise InputError(
             f"{config_path}: tie_word_embeddings is false; only tied ELECTRA generators are supported"
         )
-    if config_overrides:
-        cfg = cfg.replace(**config_overrides)
+    if overrides:
+        cfg = cfg.replace(**overrides)
+    return cfg, kind, source_arch
 
-    weights_file, state = _read_weights(path)
-    state = _normalize_keys(state)
-    model = build_model(kind, cfg)
-    report = LoadReport(kind=kind, source_architecture=source_arch, weights_file=weights_file)
 
+def _match_weights(
+    model: ElectraHeadModel,
+    state: dict[str, torch.Tensor],
+    weights_file: Path,
+    config_path: Path,
+    head_may_change: bool,
+) -> tuple[list[str], list[str], list[str]]:
+    """Load what fits into `model`; (missing, mis-shaped, unused) keys. Any encoder mismatch is an error."""
     expected = {k: v.shape for k, v in model.state_dict().items()}
     if isinstance(model, ElectraGenerator):
         # The output weight is the word-embedding Parameter: loading that key loads both.
@@ -149,31 +180,16 @@ def load_hf_dir_with_report(
                 f"{weights_file}: {what} encoder weights ({_describe(backbone, state, expected)}); "
                 f"the weights do not match {config_path}"
             )
-    if mismatched and not config_overrides:
+    if mismatched and not head_may_change:
         raise InputError(
             f"{weights_file}: head weights do not match {config_path} "
             f"({_describe(mismatched, state, expected)}); fix config.json, or pass config overrides to "
             "re-initialise the head"
         )
-    for k in mismatched:
-        del state[k]
-    for k in unused:
+    for k in mismatched + unused:
         del state[k]
     model.load_state_dict(state, strict=False)
-    model.eval()
-
-    report.newly_initialized = sorted(missing + mismatched)
-    report.unused = sorted(unused)
-    if report.newly_initialized:
-        log.warning(
-            "%s: loaded as %s; newly initialised (train before use): %s",
-            path,
-            kind,
-            ", ".join(report.newly_initialized),
-        )
-    if report.unused:
-        log.info("%s: unused checkpoint weights: %s", path, ", ".join(report.unused))
-    return model, report
+    return missing, mismatched, unused
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -16,8 +16,6 @@ import json
 import os
 import platform
 import shlex
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +25,16 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script: the electra package from this checkout, installed or not
+
+from electra.serving.process import (  # noqa: E402
+    ServerNotReady,
+    ServerProcess,
+    free_port,
+    serve_command,
+    stop,
+)
+
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 PERCENTILES = {"p50": "50%", "p90": "90%", "p95": "95%", "p99": "99%", "p99.9": "99.9%"}
 
@@ -46,12 +54,6 @@ def git_commit() -> str:
         sys.path.remove(str(ROOT / "bench"))
 
 
-def free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 def http_get(url: str, headers: dict[str, str], timeout: float = 5.0) -> tuple[int, bytes]:
     req = urllib.request.Request(url, headers=headers)
     try:
@@ -59,28 +61,6 @@ def http_get(url: str, headers: dict[str, str], timeout: float = 5.0) -> tuple[i
             return resp.status, resp.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
-
-
-def tail(path: Path, n: int = 3000) -> str:
-    return path.read_text(encoding="utf-8", errors="replace")[-n:] if path.exists() else ""
-
-
-def wait_ready(proc: subprocess.Popen, base: str, log: Path, timeout: float) -> float:
-    """Seconds until /health/ready answered 200; RunError when the server exits or the timeout passes."""
-    t0 = time.monotonic()
-    last = "no answer"
-    while time.monotonic() - t0 < timeout:
-        if proc.poll() is not None:
-            raise RunError(f"electra serve exited with {proc.returncode} before it was ready:\n{tail(log)}")
-        try:
-            status, body = http_get(f"{base}/health/ready", {})
-            if status == 200:
-                return time.monotonic() - t0
-            last = f"HTTP {status} {body[:200]!r}"
-        except OSError as e:  # not listening yet
-            last = repr(e)
-        time.sleep(0.25)
-    raise RunError(f"electra serve not ready after {timeout:.0f} s (last: {last}); log:\n{tail(log)}")
 
 
 def pick_models(base: str, headers: dict[str, str], args: argparse.Namespace) -> tuple[str, str]:
@@ -103,15 +83,11 @@ def pick_models(base: str, headers: dict[str, str], args: argparse.Namespace) ->
 
 def stop_server(proc: subprocess.Popen, grace: float = 20.0) -> int | None:
     """SIGTERM (the server drains in-flight requests), then SIGKILL after `grace` seconds."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            print(f"loadtest: server ignored SIGTERM for {grace:.0f} s, killing it", file=sys.stderr)
-            proc.kill()
-            proc.wait(timeout=10)
-    return proc.returncode
+
+    def killing() -> None:
+        print(f"loadtest: server ignored SIGTERM for {grace:.0f} s, killing it", file=sys.stderr)
+
+    return stop(proc, grace, on_kill=killing)
 
 
 def _num(value: str) -> float | None:
@@ -229,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     spawn_rate = args.spawn_rate or float(args.users)
 
-    cmd = [sys.executable, "-m", "electra", "serve", "--host", args.host, "--port", str(port)]
+    cmd = serve_command("--host", args.host, "--port", str(port))
     for spec in args.model:
         name, _, path = spec.partition("=")
         cmd += ["--model", f"{name}={Path(path).resolve()}"]
@@ -237,12 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     cmd += server_args
     print(f"loadtest: starting {shlex.join(cmd)}", file=sys.stderr)
     # The server writes to a file: a pipe nobody drains would stall it once full.
-    with server_log.open("wb") as log:
-        server = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    server = ServerProcess(cmd, url=base, log=server_log, cwd=ROOT)
     locust_rc: int | None = None
     server_died = False
     try:
-        ready_s = wait_ready(server, base, server_log, args.ready_timeout)
+        ready_s = server.wait_ready(args.ready_timeout, name="electra serve")
         detect_model, classify_model = pick_models(base, auth, args)
         print(
             f"loadtest: server ready in {ready_s:.1f} s; detect={detect_model} classify={classify_model}; "
@@ -262,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
             print("loadtest: locust did not finish in time", file=sys.stderr)
         elapsed = time.time() - started
         server_died = server.poll() is not None
-    except RunError as e:
+    except (RunError, ServerNotReady) as e:
         print(f"loadtest: {e}", file=sys.stderr)
         return 2
     finally:
@@ -316,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"loadtest: {total} requests, {n_failures} failures, {summary['rps']} rps -> {summary_path}")
     if server_died:
         print(
-            f"loadtest: the server died during the run (exit {server_rc}):\n{tail(server_log)}",
+            f"loadtest: the server died during the run (exit {server_rc}):\n{server.log_tail(3000)}",
             file=sys.stderr,
         )
         return 2

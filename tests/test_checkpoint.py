@@ -18,20 +18,22 @@ import torch
 from torch import nn
 
 from electra.errors import ElectraError, InputError
+from electra.files import MODEL_SAFETENSORS
+from electra.training.optim import build_scheduler
 from electra.training.pretrain.checkpoint import (
     COMPLETE_FILE,
-    MODEL_FILE,
     OPTIMIZER_FILE,
     RNG_FILE,
     TRAINER_STATE_FILE,
-    capture_rng_state,
     latest_checkpoint,
     list_checkpoints,
     load_checkpoint,
-    restore_rng_state,
     save_checkpoint,
     verify_checkpoint,
 )
+from electra.training.pretrain.checkpoint_manager import CheckpointManager, Progress, TrainState
+from electra.training.pretrain.loader import GlobalBatchOrder
+from electra.training.pretrain.rng import capture_rng_state, restore_rng_state
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,9 +98,9 @@ def test_round_trip_restores_tensors_aliases_optimizer_trainer_state_and_rng(tmp
     shared = ["discriminator.emb.weight", "discriminator.head.weight", "generator.emb.weight"]
     assert all(ckpt.tensors[name] is ckpt.tensors[shared[0]] for name in shared)
     # Stored once on disk: plain safetensors readers see a single copy.
-    assert "discriminator.head.weight" not in safetensors.torch.load_file(path / MODEL_FILE)
+    assert "discriminator.head.weight" not in safetensors.torch.load_file(path / MODEL_SAFETENSORS)
     manifest = json.loads((path / COMPLETE_FILE).read_text())
-    assert set(manifest["files"]) == {MODEL_FILE, OPTIMIZER_FILE, RNG_FILE, TRAINER_STATE_FILE}
+    assert set(manifest["files"]) == {MODEL_SAFETENSORS, OPTIMIZER_FILE, RNG_FILE, TRAINER_STATE_FILE}
 
     # A resumed optimizer makes exactly the update the uninterrupted one makes.
     resumed = Tied()
@@ -118,7 +120,7 @@ def test_round_trip_restores_tensors_aliases_optimizer_trainer_state_and_rng(tmp
 
 def test_optimizer_and_rng_are_optional(tmp_path: Path) -> None:
     path = save_checkpoint(tmp_path, 0, _small(0), None, {"step": 0}, None)
-    assert sorted(p.name for p in path.iterdir()) == [COMPLETE_FILE, MODEL_FILE, TRAINER_STATE_FILE]
+    assert sorted(p.name for p in path.iterdir()) == [COMPLETE_FILE, MODEL_SAFETENSORS, TRAINER_STATE_FILE]
     ckpt = load_checkpoint(path)
     assert ckpt.optimizer is None and ckpt.rng is None and ckpt.step == 0
 
@@ -152,7 +154,7 @@ def test_keep_last_prunes_the_oldest_only_after_a_successful_save(tmp_path: Path
 
 
 def _truncate(path: Path) -> str:
-    model = path / MODEL_FILE
+    model = path / MODEL_SAFETENSORS
     model.write_bytes(model.read_bytes()[:100])
     return "model.safetensors: 100 bytes"
 
@@ -303,3 +305,116 @@ def test_kill_9_mid_save_leaves_only_valid_checkpoints(tmp_path: Path) -> None:
     # The next save clears what the killed one left behind.
     save_checkpoint(run, 10_000, _small(0), None, {}, None, keep_last=2)
     assert _hidden(run) == []
+
+
+# ------------------------------------------------------------------------------------- CheckpointManager
+
+RUN = {"size": "tiny", "objective": "electra", "batch_size": 8, "seq_len": 32, "vocab_size": 20}
+
+
+def _train_state(seed: int) -> TrainState:
+    torch.manual_seed(seed)
+    model = Tied()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    scaler = torch.amp.GradScaler("cpu")
+    data = GlobalBatchOrder(100, 8, seed=3)
+    return TrainState(model, opt, build_scheduler(opt, 2, 10), scaler, data, Progress())
+
+
+def _advance(state: TrainState, steps: int) -> None:
+    for i in range(steps):
+        state.data.next_global_batch()
+        _train_step(state.model, state.optimizer, seed=i)
+        state.scheduler.step()
+        state.progress.step += 1
+        state.progress.tokens += 48
+    state.scaler.scale(torch.ones(()))  # the scale exists only once something was scaled
+    state.scaler.update(new_scale=float(2**steps))
+
+
+def _manager(run_dir: Path, logged: list[str] | None = None, **run: object) -> CheckpointManager:
+    log = logged.append if logged is not None else pytest.fail
+    return CheckpointManager(run_dir, {**RUN, **run}, {"lr": 1e-2}, keep_last=2, log=log)
+
+
+def test_manager_round_trips_every_stateful_part(tmp_path: Path) -> None:
+    state = _train_state(seed=0)
+    _advance(state, 3)
+    path = _manager(tmp_path).save(3, state)
+    assert path == tmp_path / "checkpoints" / "step-00000003"
+    # The layout of checkpoints written before the manager existed, so those still resume.
+    assert {p.name for p in path.iterdir()} == {
+        COMPLETE_FILE,
+        MODEL_SAFETENSORS,
+        OPTIMIZER_FILE,
+        RNG_FILE,
+        TRAINER_STATE_FILE,
+    }
+    saved = json.loads((path / TRAINER_STATE_FILE).read_text())
+    assert set(saved) == {"step", "tokens", "data_position", "scheduler", "scaler", "run", "config"}
+    assert saved["run"] == RUN and saved["config"] == {"lr": 1e-2}
+    assert (saved["step"], saved["tokens"], saved["data_position"]) == (3, 144, {"epoch": 0, "offset": 24})
+
+    # What the uninterrupted run does next: the data, the RNG draws, the update, the schedule, the scale.
+    weights = {k: v.clone() for k, v in state.model.state_dict().items()}
+    expected = (
+        state.data.next_global_batch().tolist(),
+        random.random(),
+        np.random.rand(2).tolist(),
+        torch.rand(2).tolist(),
+    )
+    _train_step(state.model, state.optimizer, seed=9)
+    state.scheduler.step()
+
+    resumed = _train_state(seed=1)
+    logged: list[str] = []
+    assert _manager(tmp_path, logged).restore(resumed) == path
+    assert logged == [f"resumed from {path} at step 3"]
+    assert resumed.model.head.weight is resumed.model.emb.weight
+    for name, value in weights.items():
+        assert torch.equal(resumed.model.state_dict()[name], value), name
+    assert (resumed.progress.step, resumed.progress.tokens) == (3, 144)
+    assert resumed.scaler.get_scale() == 8.0
+    assert resumed.scheduler.last_epoch == 3
+    got = (
+        resumed.data.next_global_batch().tolist(),
+        random.random(),
+        np.random.rand(2).tolist(),
+        torch.rand(2).tolist(),
+    )
+    assert got == expected
+    _train_step(resumed.model, resumed.optimizer, seed=9)
+    resumed.scheduler.step()
+    assert resumed.scheduler.get_last_lr() == state.scheduler.get_last_lr()
+    after = resumed.model.state_dict()
+    for name, value in state.model.state_dict().items():
+        assert torch.equal(after[name], value), name
+
+
+def test_manager_restore_falls_back_from_a_corrupt_newest_and_reports_an_empty_run(tmp_path: Path) -> None:
+    logged: list[str] = []
+    fresh = _train_state(seed=0)
+    assert _manager(tmp_path, logged).restore(fresh) is None
+    assert logged == [f"no checkpoint in {tmp_path / 'checkpoints'}; starting from scratch"]
+    assert fresh.progress.step == 0
+
+    state = _train_state(seed=0)
+    manager = _manager(tmp_path)
+    _advance(state, 1)
+    good = manager.save(1, state)
+    _advance(state, 1)
+    reason = _truncate(manager.save(2, state))
+    logged.clear()
+    assert _manager(tmp_path, logged).restore(fresh) == good
+    assert "step-00000002 is incomplete or corrupt" in logged[0] and reason in logged[0]
+    assert "falling back to step-00000001" in logged[0]
+    assert logged[1] == f"resumed from {good} at step 1" and fresh.progress.step == 1
+
+
+def test_manager_refuses_a_checkpoint_of_another_run(tmp_path: Path) -> None:
+    state = _train_state(seed=0)
+    _manager(tmp_path).save(0, state)
+    before = {k: v.clone() for k, v in state.model.state_dict().items()}
+    with pytest.raises(InputError, match="it was trained with batch_size=8, now 16; use the original"):
+        _manager(tmp_path, batch_size=16).restore(state)
+    assert all(torch.equal(v, before[k]) for k, v in state.model.state_dict().items())

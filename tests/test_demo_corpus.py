@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from electra.errors import InputError
 from electra.training.data import demo_corpus
 from electra.training.data.demo_corpus import (
     DEMO_CORPUS_LABEL,
     DemoCorpusStats,
     build_demo_corpus,
+    cached_demo_corpus,
     extract_documents,
     iter_source_files,
 )
@@ -338,6 +340,46 @@ def test_failed_write_keeps_the_old_file_and_no_temporary(
     with pytest.raises(OSError):
         build_demo_corpus(missing, workers=1)
     assert not missing.exists()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# cached_demo_corpus: built once per Python version and size, then reused
+
+
+def test_cache_builds_once_then_reuses(
+    synthetic_files: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    cache = tmp_path / "cache"
+    path = cached_demo_corpus(cache)
+    assert path.parent == cache and path.name.startswith("demo-corpus-py") and path.suffix == ".txt"
+    assert "-" not in path.name.removeprefix("demo-corpus-"), "the default size is not in the name"
+    first = capsys.readouterr()
+    assert first.out == ""
+    assert f"using the {DEMO_CORPUS_LABEL}" in first.err
+    assert f"built the demo corpus {path}: 3 documents" in first.err
+    built = path.read_bytes()
+    assert built.startswith(P1.encode())
+
+    def no_rebuild(*args: object, **kwargs: object) -> DemoCorpusStats:
+        raise AssertionError("the cached corpus was rebuilt")
+
+    monkeypatch.setattr(demo_corpus, "build_demo_corpus", no_rebuild)
+    assert cached_demo_corpus(cache) == path and path.read_bytes() == built
+    again = capsys.readouterr()
+    assert f"using the {DEMO_CORPUS_LABEL}" in again.err and "built" not in again.err
+
+    monkeypatch.undo()
+    monkeypatch.setattr(demo_corpus, "iter_source_files", lambda: list(synthetic_files))
+    small = cached_demo_corpus(cache, max_bytes=3_000_000)
+    assert small != path and small.name.endswith("-3mb.txt") and small.read_bytes() == built
+
+
+def test_unwritable_cache_is_one_clear_input_error(synthetic_files: list[Path], tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "cache"
+    not_a_dir.write_text("a file where the cache directory should be\n", encoding="utf-8")
+    expected = r"cannot write the demo corpus to .*; set ELECTRA_CACHE to a writable dir"
+    with pytest.raises(InputError, match=expected):
+        cached_demo_corpus(not_a_dir)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import json
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -13,7 +14,10 @@ from electra.cli.main import main
 from electra.config import ElectraConfig
 from electra.hf_format import save_hf_dir
 from electra.model import ElectraClassifier, ElectraDiscriminator
-from electra.training.finetune.trainer import layerwise_groups
+from electra.training.finetune.encoding import EncodedExamples
+from electra.training.finetune.evaluate import evaluate_model
+from electra.training.finetune.layerwise import layerwise_groups
+from electra.training.finetune.predict import predict_file
 
 from .conftest import shared_path
 
@@ -63,6 +67,15 @@ def test_layerwise_decay_puts_the_top_layer_at_lr_and_each_lower_one_decayed_onc
     assert lr_of[id(named["electra.embeddings.word_embeddings.weight"])] == pytest.approx(0.64)
     assert lr_of[id(named["electra.embeddings_project.weight"])] == pytest.approx(0.64)
     assert len(lr_of) == len(named), "every parameter in exactly one group"
+
+
+def test_batches_are_padded_on_the_right_to_their_own_longest_row() -> None:
+    data = EncodedExamples([[2, 7, 3], [2, 8, 9, 10, 3], [2, 3]], [[0, 0, 0], [0, 0, 1, 1, 1], [0, 0]], None)
+    batch = data.batch(np.array([2, 0]), pad_id=0, device=torch.device("cpu"))
+    assert batch["input_ids"].tolist() == [[2, 3, 0], [2, 7, 3]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 0], [1, 1, 1]]
+    assert batch["token_type_ids"].tolist() == [[0, 0, 0], [0, 0, 0]]
+    assert all(t.dtype == torch.int64 for t in batch.values())
 
 
 def _write_csv(path: Path, rows: list[tuple[str, str]], header=("text", "label")) -> Path:
@@ -147,6 +160,11 @@ def test_custom_csv_classification_end_to_end(word_model: Path, tmp_path: Path, 
         == 0
     )
     assert pred.read_text().splitlines()[1:] == ["0\tpos", "1\tneg"]
+
+    # The library functions behind the two commands give what the commands print and write.
+    assert evaluate_model(out, "custom", dev=dev, device="cpu") == evaluated
+    rows = predict_file(out, "custom", unlabeled, device="cpu")
+    assert ["\t".join(r) for r in rows] == pred.read_text().splitlines()
 
 
 def test_same_seed_same_results_on_cpu(word_model: Path, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,19 +19,15 @@ import onnxruntime
 import pytest
 import torch
 
+from electra.bundle import BUNDLE_FORMAT, INPUT_NAMES, read_bundle
 from electra.config import ElectraConfig
 from electra.errors import ElectraError, InputError
 from electra.hf_format import save_hf_dir
 from electra.model import build_model
 from electra.onnx import export as export_mod
-from electra.onnx.export import (
-    BUNDLE_FORMAT,
-    DEFAULT_PARITY_TEXTS,
-    count_fused_operators,
-    encode_batch,
-    export_bundle,
-    load_bundle_metadata,
-)
+from electra.onnx.export import export_bundle
+from electra.onnx.fusion import FUSED_OPS, count_fused_operators
+from electra.onnx.parity import DEFAULT_PARITY_TEXTS, encode_batch
 from electra.tokenizer import SPECIAL_TOKENS, load_tokenizer, save_tokenizer
 
 WORDS = sorted(
@@ -75,7 +72,7 @@ def pytorch_logits(model_dir: Path, batch: dict[str, np.ndarray]) -> np.ndarray:
 
     model = load_hf_dir(model_dir)
     with torch.no_grad():
-        return model(*(torch.from_numpy(batch[k]) for k in export_mod.INPUT_NAMES)).numpy()
+        return model(*(torch.from_numpy(batch[k]) for k in INPUT_NAMES)).numpy()
 
 
 def session(bundle: Path) -> onnxruntime.InferenceSession:
@@ -143,7 +140,9 @@ def test_tiny_models_fuse_attention_in_every_layer(disc_bundle, clf_bundle) -> N
         assert counts["SkipLayerNormalization"] >= 2 * 2, counts
         assert counts["BiasGelu"] >= 2, counts
         assert counts == count_fused_operators(bundle / "model.onnx")
-        ops = {node.op_type for node in onnx.load(str(bundle / "model.onnx")).graph.node}
+        nodes = Counter(node.op_type for node in onnx.load(str(bundle / "model.onnx")).graph.node)
+        assert counts == {op: nodes[op] for op in FUSED_OPS}  # ORT's statistics, our keys and meaning
+        ops = set(nodes)
         # Nothing of the unfused attention is left: its Softmax lives inside the fused node now.
         assert "Softmax" not in ops
         assert meta["export"]["exporter"].startswith("torch.onnx.export (TorchScript")
@@ -163,7 +162,7 @@ def test_small_shaped_model_fuses(root: Path) -> None:
 
 def test_failed_fusion_raises_and_leaves_nothing(root: Path, disc_dir: Path, monkeypatch) -> None:
     # Simulates an onnxruntime release whose optimizer no longer matches our attention.
-    monkeypatch.setattr(export_mod, "_optimize", lambda path, cfg: onnx.load(str(path)))
+    monkeypatch.setattr(export_mod, "optimize", lambda path, cfg: onnx.load(str(path)))
     parent = root / "failed"
     parent.mkdir()
     with pytest.raises(ElectraError, match=r"attention fused in 0 of 2 layers") as err:
@@ -183,7 +182,8 @@ def test_fp32_parity_and_bundle_contents(disc_bundle, clf_bundle, disc_dir: Path
         (disc_bundle, disc_dir, "discriminator"),
         (clf_bundle, clf_dir, "classifier"),
     ):
-        assert meta == load_bundle_metadata(bundle)
+        assert meta == read_bundle(bundle).to_dict()
+        assert list(meta["fused_operators"]) == list(FUSED_OPS)
         assert meta["format"] == BUNDLE_FORMAT and meta["version"] == 1
         assert meta["kind"] == kind and meta["precision"] == "fp32" and meta["opset"] == 17
         assert meta["max_seq_len"] == 512
@@ -234,6 +234,8 @@ def test_int8_discriminator(root: Path, disc_dir: Path) -> None:
     meta = export_bundle(disc_dir, root / "disc-int8", precision="int8")
     counts = meta["fused_operators"]
     assert counts["QAttention"] == 2 and counts["MatMulInteger"] > 0
+    nodes = Counter(node.op_type for node in onnx.load(str(root / "disc-int8" / "model.onnx")).graph.node)
+    assert counts == {op: nodes[op] for op in FUSED_OPS}  # QAttention and MatMulInteger: ORT does not count
     assert meta["export"]["quantization"]["weight_type"] == "QInt8"
     assert 0 < meta["parity"]["max_abs_diff"] < 0.5
     assert meta["parity"]["agreement"] >= 0.9
@@ -346,17 +348,17 @@ def test_overwrite_replaces_an_existing_output(root: Path, disc_dir: Path) -> No
     (out / "stale.txt").write_text("old")
     meta = export_bundle(disc_dir, out, overwrite=True)
     assert not (out / "stale.txt").exists()
-    assert load_bundle_metadata(out)["created"] == meta["created"]
+    assert read_bundle(out).created == meta["created"]
 
 
-def test_load_bundle_metadata_rejects_broken_bundles(root: Path, disc_bundle) -> None:
+def test_read_bundle_rejects_broken_bundles(root: Path, disc_bundle) -> None:
     good = json.loads((disc_bundle[0] / "bundle.json").read_text())
     bundle = root / "broken"
     bundle.mkdir()
-    one_line_input_error(lambda: load_bundle_metadata(bundle), "no bundle.json")
-    one_line_input_error(lambda: load_bundle_metadata(root / "absent"), "not a directory")
+    one_line_input_error(lambda: read_bundle(bundle), "no bundle.json")
+    one_line_input_error(lambda: read_bundle(root / "absent"), "not a directory")
     (bundle / "bundle.json").write_text("{not json")
-    one_line_input_error(lambda: load_bundle_metadata(bundle), "not readable JSON")
+    one_line_input_error(lambda: read_bundle(bundle), "not readable JSON")
     for change, match in (
         ({"format": "other"}, "format is 'other'"),
         ({"version": 2}, "version 2 is not supported"),
@@ -365,7 +367,7 @@ def test_load_bundle_metadata_rejects_broken_bundles(root: Path, disc_bundle) ->
         ({"kind": "classifier", "labels": None}, "needs labels"),
     ):
         (bundle / "bundle.json").write_text(json.dumps({**good, **change}))
-        one_line_input_error(lambda: load_bundle_metadata(bundle), match)
+        one_line_input_error(lambda: read_bundle(bundle), match)
     (bundle / "bundle.json").write_text(json.dumps(good))
-    one_line_input_error(lambda: load_bundle_metadata(bundle), "model.onnx is missing")
+    one_line_input_error(lambda: read_bundle(bundle), "model.onnx is missing")
     one_line_input_error(lambda: count_fused_operators(bundle / "bundle.json"), "not a readable ONNX model")

@@ -12,8 +12,6 @@ import re
 import shutil
 import struct
 import subprocess
-import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -24,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import free_port, stop
+from electra.serving.process import ServerNotReady, ServerProcess, free_port, serve_command, start_server
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "electra" / "serving" / "static" / "index.html"
@@ -60,51 +58,23 @@ def http(
         return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
 
 
-@dataclass
-class Server:
-    url: str
-    proc: subprocess.Popen
-    log: Path
-
-    def log_tail(self, n: int = 4000) -> str:
-        return self.log.read_text(encoding="utf-8", errors="replace")[-n:] if self.log.exists() else ""
-
-
-def wait_ready(server: Server, timeout: float = READY_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    last = "no answer"
-    while time.monotonic() < deadline:
-        if server.proc.poll() is not None:
-            pytest.fail(f"electra serve exited with {server.proc.returncode}:\n{server.log_tail()}")
-        try:
-            status, _, body = http("GET", f"{server.url}/health/ready", timeout=5)
-            if status == 200:
-                return
-            last = f"HTTP {status} {body[:200]!r}"
-        except OSError as e:
-            last = repr(e)
-        time.sleep(0.25)
-    pytest.fail(f"electra serve not ready after {timeout:.0f} s (last: {last}):\n{server.log_tail()}")
-
-
 @pytest.fixture(scope="module")
-def server(serving_bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(
+    serving_bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
     port = free_port()
     log = tmp_path_factory.mktemp("page-server") / "server.log"
-    cmd = [sys.executable, "-m", "electra", "serve", "--model", f"detector={serving_bundles['detector']}"]
+    cmd = serve_command("--model", f"detector={serving_bundles['detector']}")
     cmd += ["--host", "127.0.0.1", "--port", str(port)]
-    # The log goes to a file, not a pipe nobody reads: a chatty server would block on a full pipe.
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    srv = Server(f"http://127.0.0.1:{port}", proc, log)
-    try:
-        wait_ready(srv)
+    with start_server(cmd, url=f"http://127.0.0.1:{port}", log=log, cwd=ROOT) as srv:
+        try:
+            srv.wait_ready(READY_TIMEOUT_S, name="electra serve")
+        except ServerNotReady as e:
+            pytest.fail(str(e))
         yield srv
-    finally:
-        stop(proc)
 
 
-def detect(server: Server, text: str, **options: object) -> dict:
+def detect(server: ServerProcess, text: str, **options: object) -> dict:
     status, _, body = http("POST", f"{server.url}/detect", {"text": text, **options})
     assert status == 200, f"/detect answered {status}: {body[:500]!r}"
     return json.loads(body)
@@ -131,7 +101,7 @@ def run_chromium(args: list[str], profile: Path, timeout: float = 90.0) -> subpr
     return proc
 
 
-def page_url(server: Server, **params: object) -> str:
+def page_url(server: ServerProcess, **params: object) -> str:
     return f"{server.url}/?{urllib.parse.urlencode({k: str(v) for k, v in params.items()})}"
 
 
@@ -189,7 +159,7 @@ class PageDom(HTMLParser):
             self.error_text += data
 
 
-def dump_dom(server: Server, profile: Path, **params: object) -> PageDom:
+def dump_dom(server: ServerProcess, profile: Path, **params: object) -> PageDom:
     out = run_chromium(["--dump-dom", page_url(server, **params)], profile).stdout.decode("utf-8")
     dom = PageDom()
     dom.feed(out)
@@ -213,7 +183,7 @@ def test_page_is_self_contained() -> None:
     assert 'id="result"' in html
 
 
-def test_root_serves_the_page(server: Server) -> None:
+def test_root_serves_the_page(server: ServerProcess) -> None:
     status, headers, body = http("GET", f"{server.url}/")
     assert status == 200
     assert headers.get("content-type", "").startswith("text/html")
@@ -233,7 +203,7 @@ def test_root_serves_the_page(server: Server) -> None:
     ids=["plain-token", "unicode-token", "unicode-word"],
 )
 def test_page_shows_the_detection_on_the_original_text(
-    server: Server, tmp_path: Path, text: str, options: dict
+    server: ServerProcess, tmp_path: Path, text: str, options: dict
 ) -> None:
     expected = detect(server, text, **options)["results"][0]
     dom = dump_dom(server, tmp_path / "profile", text=text, **options)
@@ -252,14 +222,14 @@ def test_page_shows_the_detection_on_the_original_text(
 
 
 @pytest.mark.slow
-def test_page_reports_errors_from_the_server(server: Server, tmp_path: Path) -> None:
+def test_page_reports_errors_from_the_server(server: ServerProcess, tmp_path: Path) -> None:
     dom = dump_dom(server, tmp_path / "profile", text="the cat", model="no-such-model")
     assert dom.state == "error"
     assert "HTTP 4" in dom.error_text, dom.error_text
 
 
 @pytest.mark.slow
-def test_page_screenshot(server: Server, tmp_path: Path) -> None:
+def test_page_screenshot(server: ServerProcess, tmp_path: Path) -> None:
     shot = tmp_path / "page.png"
     url = page_url(server, text=PLAIN_TEXT + "\n" + UNICODE_TEXT)
     run_chromium([f"--screenshot={shot}", "--window-size=1200,800", url], tmp_path / "profile")

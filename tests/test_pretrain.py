@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from electra.cli.main import main
+from electra.serving.process import free_port
 from electra.training.data.prepare import PrepareConfig, prepare_dataset
-from tests.procs import free_port
 
 from .conftest import make_marked_corpus, write_word_vocab
 
@@ -282,8 +282,8 @@ def test_discriminator_starts_at_the_replaced_prior() -> None:
     import math
 
     from electra.config import ElectraConfig, generator_config
+    from electra.training.pretrain.models import ElectraPretrainer
     from electra.training.pretrain.objective import ObjectiveConfig, SpecialTokens
-    from electra.training.pretrain.trainer import ElectraPretrainer
 
     disc = ElectraConfig.from_size("tiny", vocab_size=50)
     specials = SpecialTokens(pad=0, cls=2, sep=3, mask=4)

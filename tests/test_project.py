@@ -47,7 +47,7 @@ def test_subpackages_import_and_no_top_level_onnx_shadows_the_library() -> None:
 def test_demo_builds_every_stage_serves_the_bundle_and_reuses_stages(tmp_path: Path, capsys) -> None:
     from litestar.testing import TestClient
 
-    from electra.onnx.export import load_bundle_metadata
+    from electra.bundle import read_bundle
     from electra.serving.app import create_app
     from electra.serving.settings import ModelSpec, ServeSettings
 
@@ -60,8 +60,8 @@ def test_demo_builds_every_stage_serves_the_bundle_and_reuses_stages(tmp_path: P
     assert len(data.train) > 100 and len(data.val) > 0
     assert data.manifest["tokenizer"]["vocab_size"] <= 2000
     assert (work / "pretrain" / "metrics.jsonl").is_file()
-    meta = load_bundle_metadata(work / "bundle")
-    assert meta["kind"] == "discriminator" and meta["fused_operators"]["Attention"] == 2
+    bundle = read_bundle(work / "bundle")
+    assert bundle.kind == "discriminator" and bundle.fused_operators["Attention"] == 2
 
     text = "The server scores every token of this sentence."
     with TestClient(create_app(ServeSettings(models=(ModelSpec("demo", work / "bundle"),)))) as client:

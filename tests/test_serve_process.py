@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,16 @@ import pytest
 from electra.cli.main import build_parser
 from electra.cli.serve_cmd import settings_from
 from electra.errors import InputError
+from electra.serving.process import (
+    ServerNotReady,
+    ServerProcess,
+    free_port,
+    serve_command,
+    start_server,
+    stop,
+    wait_ready,
+)
 from electra.serving.settings import ModelSpec, ServeSettings
-from tests.procs import free_port, stop
 
 httpx = pytest.importorskip("httpx", reason="the serve extra is not installed")
 
@@ -64,40 +71,10 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def electra_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "electra", "serve", *args]
-
-
-@dataclass
-class Server:
-    proc: subprocess.Popen[bytes]
-    url: str
-    log: Path
-
-    def log_tail(self, n: int = 4000) -> str:
-        return self.log.read_text(encoding="utf-8", errors="replace")[-n:] if self.log.exists() else ""
-
-
-def wait_ready(server: Server, timeout: float = READY_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.proc.poll() is not None:
-            pytest.fail(
-                f"the server exited with {server.proc.returncode} before it was ready:\n{server.log_tail()}"
-            )
-        try:
-            if httpx.get(f"{server.url}/health/ready", timeout=2.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    pytest.fail(f"the server was not ready within {timeout:.0f} s:\n{server.log_tail()}")
-
-
 @contextmanager
 def running_server(
     args: Sequence[str], log_dir: Path, env: Mapping[str, str] | None = None, port: int | None = None
-) -> Iterator[Server]:
+) -> Iterator[ServerProcess]:
     """`electra serve ARGS --port PORT` (no --port when `port` is None: it comes from env), ready."""
     port_args: list[str] = []
     if port is None and (env is None or "ELECTRA_PORT" not in env):
@@ -107,26 +84,23 @@ def running_server(
     else:
         assert env is not None
         port = int(env["ELECTRA_PORT"])
-    log = log_dir / f"server-{port}.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            electra_cmd(*args, *port_args),
-            cwd=ROOT,
-            env=dict(env) if env is not None else clean_env(),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    server = Server(proc, f"http://127.0.0.1:{port}", log)
-    try:
-        wait_ready(server)
+    with start_server(
+        serve_command(*args, *port_args),
+        env if env is not None else clean_env(),
+        url=f"http://127.0.0.1:{port}",
+        log=log_dir / f"server-{port}.log",
+        cwd=ROOT,
+    ) as server:
+        try:
+            server.wait_ready(READY_TIMEOUT_S)
+        except ServerNotReady as e:
+            pytest.fail(str(e))
         yield server
-    finally:
-        stop(proc)
 
 
 def run_cli(args: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        electra_cmd(*args),
+        serve_command(*args),
         cwd=ROOT,
         env=dict(env) if env is not None else clean_env(),
         capture_output=True,
@@ -273,7 +247,7 @@ def test_sigterm_drains_in_flight_requests(serving_bundles: dict[str, Path], tmp
                 while in_progress(server.url, "/detect") < n:
                     assert time.monotonic() < deadline, f"requests never in flight\n{server.log_tail()}"
                     time.sleep(0.02)
-                server.proc.send_signal(signal.SIGTERM)
+                server.send_signal(signal.SIGTERM)
                 signalled = time.monotonic()
                 # The listening socket closes at once; the in-flight requests keep their connections.
                 while True:
@@ -283,13 +257,13 @@ def test_sigterm_drains_in_flight_requests(serving_bundles: dict[str, Path], tmp
                         break
                     assert time.monotonic() - signalled < 5.0, "still accepting connections 5 s after SIGTERM"
                     time.sleep(0.02)
-                assert server.proc.poll() is None, "exited before its in-flight requests were answered"
+                assert server.poll() is None, "exited before its in-flight requests were answered"
                 assert not results, f"answered before their bodies were complete: {results}"
             finally:
                 release.set()
                 for t in threads:
                     t.join(timeout=30.0)
-            exit_code = server.proc.wait(timeout=15.0)
+            exit_code = server.wait(timeout=15.0)
             exited_after = time.monotonic() - signalled
 
         for i, texts in enumerate(requests):
@@ -315,8 +289,8 @@ def test_sigterm_drains_in_flight_requests(serving_bundles: dict[str, Path], tmp
 def test_sigterm_exits_zero(serving_bundles: dict[str, Path], tmp_path: Path) -> None:
     args = ["--model", f"detector={serving_bundles['detector']}", "--threads", "1"]
     with running_server(args, tmp_path) as server:
-        server.proc.send_signal(signal.SIGTERM)
-        assert server.proc.wait(timeout=15.0) == 0, server.log_tail()
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=15.0) == 0, server.log_tail()
 
 
 @pytest.mark.slow
@@ -341,10 +315,10 @@ def test_graceful_timeout_bounds_a_stalled_request(
                 b'Content-Length: 1000\r\n\r\n{"text": "the cat'
             )
             time.sleep(0.3)  # the request is in the app, reading its body
-            server.proc.send_signal(signal.SIGTERM)
+            server.send_signal(signal.SIGTERM)
             signalled = time.monotonic()
             try:
-                server.proc.wait(timeout=float(graceful_timeout) + 5.0)
+                server.wait(timeout=float(graceful_timeout) + 5.0)
             except subprocess.TimeoutExpired:
                 pytest.fail(
                     f"still running {time.monotonic() - signalled:.1f} s after SIGTERM with "
@@ -663,3 +637,85 @@ def test_bad_values_are_input_errors(env: dict[str, str], fragments: tuple[str, 
 def test_bad_command_line_value_names_the_option() -> None:
     with pytest.raises(InputError, match=r"--max-batch-tokens: 'lots' is not a valid int"):
         settings_from(parse("--model", "a=/b", "--max-batch-tokens", "lots"), {})
+
+
+# --------------------------------------------------------------------------------------------------------
+# electra.serving.process itself: readiness, failing fast, stopping (small stand-in servers, no bundle)
+# --------------------------------------------------------------------------------------------------------
+
+
+def http_server(directory: Path, port: int) -> list[Any]:
+    """A stand-in server: the standard library's static file server, on 127.0.0.1:port."""
+    return [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", directory]
+
+
+def test_wait_ready_returns_once_health_ready_answers_200(tmp_path: Path) -> None:
+    (tmp_path / "site" / "health").mkdir(parents=True)
+    (tmp_path / "site" / "health" / "ready").write_text("ok")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = http_server(tmp_path / "site", port)
+    with start_server(cmd, url=url, log=tmp_path / "log", ready_timeout=60) as s:
+        assert s.poll() is None and s.url == url
+        assert s.wait_ready(5.0) < 5.0
+    assert s.returncode is not None, "stopped after the block"
+
+
+def test_wait_ready_fails_fast_with_the_output_of_a_server_that_died(tmp_path: Path) -> None:
+    code = "import sys; print('cannot load the bundle', file=sys.stderr); sys.exit(3)"
+    url = f"http://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with (
+        start_server([sys.executable, "-c", code], url=url, log=tmp_path / "log") as s,
+        pytest.raises(ServerNotReady, match=r"(?s)exited with 3 before it was ready:.*cannot load"),
+    ):
+        s.wait_ready(120.0)
+    assert time.monotonic() - started < 60.0, "waited for the timeout instead of failing fast"
+    # A plain Popen: its piped stderr goes into the message.
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
+    with pytest.raises(ServerNotReady, match=r"(?s)electra serve exited with 3.*cannot load the bundle"):
+        wait_ready(url, 120.0, proc, name="electra serve")
+    proc.wait()
+
+
+def test_wait_ready_times_out_with_the_last_answer(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with (
+        start_server(http_server(tmp_path / "empty", port), url=url, log=tmp_path / "log") as s,
+        pytest.raises(ServerNotReady, match=r"not ready after 3 s \(last: (HTTP 404|.*refused|.*timed out)"),
+    ):
+        s.wait_ready(3.0)
+
+
+def test_stop_kills_a_process_that_ignores_sigterm() -> None:
+    code = "import signal as s, time; s.signal(s.SIGTERM, s.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"up\n"  # SIGTERM is ignored from here on
+    killed: list[bool] = []
+    assert stop(proc, 0.5, on_kill=lambda: killed.append(True)) == -signal.SIGKILL
+    assert killed == [True]
+    proc.stdout.close()
+    assert stop(proc) == -signal.SIGKILL  # already gone: nothing to do
+
+
+def test_stop_ends_the_process_group_of_a_server_in_its_own_session(tmp_path: Path) -> None:
+    code = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    log = tmp_path / "log"
+    proc = ServerProcess([sys.executable, "-c", code], url="http://127.0.0.1:1", log=log, new_session=True)
+    deadline = time.monotonic() + 30.0
+    while not log.read_text().strip():
+        assert time.monotonic() < deadline and proc.poll() is None, proc.log_tail()
+        time.sleep(0.05)
+    child = int(log.read_text().split()[0])
+    assert stop(proc, 10.0) == -signal.SIGTERM
+    deadline = time.monotonic() + 10.0
+    while Path(f"/proc/{child}").exists() and "zombie" not in Path(f"/proc/{child}/status").read_text():
+        assert time.monotonic() < deadline, "the server's child outlived it"
+        time.sleep(0.05)

@@ -114,7 +114,7 @@ def test_detect_scores_match_onnx_runtime_directly(
 ) -> None:
     import onnxruntime as ort
 
-    from electra.onnx.export import encode_batch
+    from electra.onnx.parity import encode_batch
     from electra.tokenizer import load_tokenizer
 
     text = TEXTS[1]
@@ -387,6 +387,36 @@ def test_full_queue_answers_503_with_retry_after(serving_bundles: dict[str, Path
         assert "busy" in r.json()["detail"]
         assert c.post("/detect", json={"texts": ["a", "b", "c"]}).status_code == 200
         assert 'electra_queue_rejections_total{model="detector"}' in c.get("/metrics").text
+
+
+class BrokenRunner(GatedRunner):
+    """A real runner whose model calls fail, and whose description raises an unexpected error."""
+
+    def infer(self, batch: list[Any]) -> list[np.ndarray]:
+        if getattr(self, "warmed", False):
+            raise RuntimeError("the model call failed")
+        return super().infer(batch)
+
+    def warm_up(self) -> None:
+        super().warm_up()
+        self.warmed = True
+
+    def describe(self) -> dict[str, Any]:
+        raise KeyError("a bug")
+
+
+def test_model_failures_and_bugs_answer_json_without_internals(serving_bundles: dict[str, Path]) -> None:
+    runner = BrokenRunner("detector", serving_bundles["detector"])
+    runner.batch_sizes = []
+    app = create_app(settings_for(serving_bundles, "detector"), {"detector": runner})
+    with TestClient(app) as c:
+        wait_ready(c)
+        r = c.post("/detect", json={"text": "the cat"})
+        assert r.status_code == 503 and r.headers["retry-after"] == "1"
+        assert r.json() == {"status_code": 503, "detail": "model 'detector': the model call failed"}
+        r = c.get("/models")
+        assert r.status_code == 500
+        assert r.json() == {"status_code": 500, "detail": "internal server error (logged)"}
 
 
 def run_async(coro: Any) -> Any:

@@ -7,8 +7,6 @@ import os
 import sys
 from pathlib import Path
 
-from electra.errors import InputError
-
 DEFAULT_CACHE = Path(os.environ.get("ELECTRA_CACHE", Path.home() / ".cache" / "electra"))
 
 
@@ -36,23 +34,8 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def demo_corpus(cache: Path = DEFAULT_CACHE, progress: bool = False, max_bytes: int = 20_000_000) -> Path:
-    """The embedded demo corpus, built once per Python installation and size, and cached."""
-    from electra.training.data.demo_corpus import DEMO_CORPUS_LABEL, build_demo_corpus
+def demo_corpus(progress: bool = False) -> Path:
+    """The embedded demo corpus, built once per Python installation and cached in DEFAULT_CACHE."""
+    from electra.training.data.demo_corpus import cached_demo_corpus
 
-    size = f"-{max_bytes // 1_000_000}mb" if max_bytes != 20_000_000 else ""
-    path = cache / f"demo-corpus-py{sys.version_info.major}{sys.version_info.minor}{size}.txt"
-    print(f"using the {DEMO_CORPUS_LABEL}", file=sys.stderr)
-    if not path.is_file():
-        try:
-            stats = build_demo_corpus(path, max_bytes=max_bytes, progress=progress)
-        except OSError as e:
-            raise InputError(
-                f"cannot write the demo corpus to {path} ({e}); set ELECTRA_CACHE to a writable dir"
-            ) from e
-        print(
-            f"built the demo corpus {path}: {stats.documents:,} documents, {stats.bytes / 1e6:.1f} MB "
-            f"in {stats.seconds:.0f} s",
-            file=sys.stderr,
-        )
-    return path
+    return cached_demo_corpus(DEFAULT_CACHE, progress=progress)

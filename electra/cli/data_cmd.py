@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from electra.cli.common import add_progress_flag, default_workers, demo_corpus, positive_int, show_progress
+from electra.files import TOKENIZER_JSON, VOCAB_TXT
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument(
         "--tokenizer",
         required=True,
-        help="tokenizer.json, a BERT vocab.txt, or a directory holding one (e.g. a Hugging Face model)",
+        help=f"{TOKENIZER_JSON}, a BERT {VOCAB_TXT}, or a directory holding one (e.g. a Hugging Face model)",
     )
     d.add_argument(
         "--max-seq-len", type=int, default=128, help="tokens per example incl. specials (default 128)"
@@ -84,17 +85,9 @@ def prepare(args: argparse.Namespace) -> int:
 
 
 def report(summary) -> None:
-    for path, n in summary.undecodable_bytes.items():
-        print(f"warning: {n} undecodable bytes in {path} were replaced with U+FFFD", file=sys.stderr)
-    print(
-        f"wrote {summary.out}: {summary.train_examples:,} train + {summary.val_examples:,} val examples from "
-        f"{summary.documents:,} documents ({summary.tokens:,} tokens) in {summary.seconds:.1f} s, "
-        f"{summary.tokens_per_second:,.0f} tokens/s"
-    )
-    if summary.val_examples == 0:
-        print(
-            "warning: the validation split is empty; raise --val-fraction or add documents", file=sys.stderr
-        )
+    """The summary on stdout, warnings on stderr."""
+    for line in summary.report_lines():
+        print(line, file=sys.stderr if line.startswith("warning:") else sys.stdout)
 
 
 def info(args: argparse.Namespace) -> int:

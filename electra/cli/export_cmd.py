@@ -7,7 +7,9 @@ import json
 import sys
 from pathlib import Path
 
+from electra.bundle import PRECISIONS
 from electra.errors import ElectraError, InputError
+from electra.files import CONFIG_JSON, EVAL_RESULTS_JSON, MODEL_ONNX
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="bundle directory")
     p.add_argument(
         "--precision",
-        choices=["fp32", "fp16", "int8"],
+        choices=PRECISIONS,
         default="fp32",
         help="fp32 (default), fp16 (GPU serving), int8 (dynamic quantisation, CPU serving)",
     )
@@ -43,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _dev_set(args: argparse.Namespace) -> tuple[list, list[int]] | None:
     """The dev set named on the command line, or the one the classifier was fine-tuned with (if at hand)."""
     task, data_dir = args.task, args.data_dir
-    results = args.model / "eval_results.json"
+    results = args.model / EVAL_RESULTS_JSON
     if task is None and results.is_file():
         try:
             cfg = json.loads(results.read_text())["config"]
@@ -64,7 +66,7 @@ def _dev_set(args: argparse.Namespace) -> tuple[list, list[int]] | None:
     spec = TASKS[task]
     if spec.labels is None:
         return None  # regression: no accuracy to compare
-    cfg = ElectraConfig.from_json_file(args.model / "config.json")
+    cfg = ElectraConfig.from_json_file(args.model / CONFIG_JSON)
     label2id = cfg.label2id or {}
     examples = read_glue(spec, data_dir, spec.dev_splits[0])
     if any(str(e.label) not in label2id for e in examples):
@@ -91,7 +93,7 @@ def run_export(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         dev_set=_dev_set(args),
     )
-    size = (args.out / "model.onnx").stat().st_size / 1e6
+    size = (args.out / MODEL_ONNX).stat().st_size / 1e6
     fused = ", ".join(f"{k} {v}" for k, v in sorted(meta["fused_operators"].items()) if v)
     print(f"wrote {args.out}: {meta['kind']} {meta['precision']}, {size:.1f} MB; fused: {fused}")
     print(f"parity: {json.dumps(meta['parity'])}", file=sys.stderr)

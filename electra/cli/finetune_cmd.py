@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from electra.cli.common import add_progress_flag, positive_int, show_progress
-from electra.errors import InputError
+from electra.files import EVAL_RESULTS_JSON
+from electra.training.device import DEVICES, PRECISIONS
 
 TASK_CHOICES = ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "custom"]
 
@@ -58,8 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--batch-size", type=positive_int, default=32)
     f.add_argument("--max-seq-len", type=positive_int, default=128)
     f.add_argument("--seeds", type=_seeds, default=[1], help="comma-separated, e.g. 1,2,3 (default 1)")
-    f.add_argument("--precision", choices=["bf16", "fp16", "fp32"], help="default bf16 on CUDA, fp32 on CPU")
-    f.add_argument("--device", choices=["cpu", "cuda"])
+    f.add_argument("--precision", choices=PRECISIONS, help="default bf16 on CUDA, fp32 on CPU")
+    f.add_argument("--device", choices=DEVICES)
     f.add_argument("--max-train-examples", type=positive_int, help="train on a random subset (quick runs)")
     f.add_argument("--overwrite", action="store_true")
     add_progress_flag(f)
@@ -72,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--dev", type=Path, help="custom data: the file to evaluate on")
     _custom_args(e)
     e.add_argument("--max-seq-len", type=positive_int, default=128)
-    e.add_argument("--device", choices=["cpu", "cuda"])
+    e.add_argument("--device", choices=DEVICES)
     e.add_argument("--json", action="store_true", help="print the metrics as JSON")
     e.set_defaults(handler=run_evaluate)
 
@@ -83,12 +84,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     _custom_args(p, labels=False)
     p.add_argument("--out", type=Path, help="output TSV (default: stdout)")
     p.add_argument("--max-seq-len", type=positive_int, default=128)
-    p.add_argument("--device", choices=["cpu", "cuda"])
+    p.add_argument("--device", choices=DEVICES)
     p.set_defaults(handler=run_predict)
 
 
 def run_finetune(args: argparse.Namespace) -> int:
-    from electra.training.finetune.trainer import FinetuneConfig, finetune
+    from electra.training.finetune.config import FinetuneConfig
+    from electra.training.finetune.trainer import finetune
 
     cfg = FinetuneConfig(
         task=args.task,
@@ -115,96 +117,43 @@ def run_finetune(args: argparse.Namespace) -> int:
     )
     summary = finetune(cfg)
     for split, metrics in summary["median"].items():
-        shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
-        print(f"{summary['task']} {split} (median of {len(summary['seeds'])} seed(s)): {shown}")
-    print(f"wrote {args.out} (seed {summary['selected_seed']}) with eval_results.json")
+        print(f"{summary['task']} {split} (median of {len(summary['seeds'])} seed(s)): {_shown(metrics)}")
+    print(f"wrote {args.out} (seed {summary['selected_seed']}) with {EVAL_RESULTS_JSON}")
     return 0
 
 
-def _load_classifier(model_dir: Path, device: str | None):
-    import torch
-
-    from electra.hf_format import load_hf_dir
-    from electra.tokenizer import load_tokenizer, special_ids
-
-    model = load_hf_dir(model_dir, kind="classifier")
-    try:
-        tok = load_tokenizer(model_dir)
-    except InputError as e:
-        raise InputError(f"--model {model_dir} has no usable tokenizer ({e})") from e
-    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    return model.to(dev), tok, special_ids(tok).pad, dev
-
-
-def _task_for_model(name: str, model) -> object:
-    from electra.training.finetune.tasks import TASKS
-    from electra.training.finetune.trainer import custom_task
-
-    if name != "custom":
-        return TASKS[name]
-    cfg = model.config
-    if cfg.problem_type == "regression":
-        return custom_task(None)
-    return custom_task(tuple(cfg.id2label[i] for i in range(cfg.num_labels)))
-
-
 def run_evaluate(args: argparse.Namespace) -> int:
-    from contextlib import nullcontext
+    from electra.training.finetune.config import CustomColumns
+    from electra.training.finetune.evaluate import evaluate_model
 
-    from electra.training.finetune.tasks import read_custom, read_glue
-    from electra.training.finetune.trainer import encode, predict_logits, score
-
-    model, tok, pad_id, device = _load_classifier(args.model, args.device)
-    task = _task_for_model(args.task, model)
-    if args.task == "custom":
-        if args.dev is None:
-            raise InputError("--task custom needs --dev FILE to evaluate on")
-        splits = {
-            "dev": read_custom(
-                args.dev, args.text_column, args.text_pair_column, args.label_column, args.regression
-            )
-        }
-    else:
-        if args.data_dir is None:
-            raise InputError(f"--task {args.task} needs --data-dir (the GLUE directory)")
-        splits = {s: read_glue(task, args.data_dir, s) for s in task.dev_splits}
-    results = {}
-    for name, examples in splits.items():
-        data = encode(tok, examples, task, args.max_seq_len)
-        results[name] = score(task, predict_logits(model, data, pad_id, device, nullcontext()), data.labels)
+    results = evaluate_model(
+        args.model,
+        args.task,
+        data_dir=args.data_dir,
+        dev=args.dev,
+        columns=CustomColumns(args.text_column, args.text_pair_column, args.label_column, args.regression),
+        max_seq_len=args.max_seq_len,
+        device=args.device,
+    )
     if args.json:
         print(json.dumps(results, indent=2))
     else:
         for name, metrics in results.items():
-            print(f"{task.name} {name}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+            print(f"{args.task} {name}: {_shown(metrics)}")
     return 0
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    from contextlib import nullcontext
+    from electra.training.finetune.config import CustomColumns
+    from electra.training.finetune.predict import predict_file
 
-    from electra.training.finetune.tasks import read_custom, read_glue, submission_rows
-    from electra.training.finetune.trainer import encode, predict_logits
-
-    model, tok, pad_id, device = _load_classifier(args.model, args.device)
-    task = _task_for_model(args.task, model)
-    if args.task == "custom":
-        examples = read_custom(args.input, args.text_column, args.text_pair_column, None)
-    else:
-        if not args.input.is_file():
-            raise InputError(f"--input {args.input} does not exist")
-        examples = read_glue(task, args.input.parent, args.input.stem)
-    data = encode(tok, examples, task, args.max_seq_len)
-    logits = predict_logits(model, data, pad_id, device, nullcontext())
-    if task.labels is None:
-        preds = [float(x) for x in logits[:, 0]]
-    else:
-        id2label = model.config.id2label
-        preds = [str(id2label[int(i)]) for i in logits.argmax(-1)]
-    rows = (
-        submission_rows(task, examples, preds)
-        if args.task != "custom"
-        else [("index", "prediction"), *((e.guid, str(p)) for e, p in zip(examples, preds, strict=True))]
+    rows = predict_file(
+        args.model,
+        args.task,
+        args.input,
+        columns=CustomColumns(args.text_column, args.text_pair_column, label=None),
+        max_seq_len=args.max_seq_len,
+        device=args.device,
     )
     text = "".join("\t".join(r) + "\n" for r in rows)
     if args.out:
@@ -215,3 +164,7 @@ def run_predict(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _shown(metrics: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
 from electra.cli.common import add_progress_flag, positive_int, show_progress
+from electra.sizes import SIZES
+from electra.training.device import DEVICES, PRECISIONS
+from electra.training.pretrain.config import OBJECTIVES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,11 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out", type=Path, required=True, help="run directory (checkpoints, metrics, final models)"
     )
-    p.add_argument("--size", default="small", choices=["tiny", "small", "base", "large"], help="model size")
+    p.add_argument("--size", default="small", choices=list(SIZES), help="model size")
     p.add_argument(
         "--objective",
         default="electra",
-        choices=["electra", "mlm"],
+        choices=OBJECTIVES,
         help="electra (replaced-token detection) or mlm (the BERT-style baseline, same encoder)",
     )
     p.add_argument("--steps", type=positive_int, help="optimizer steps (default: the paper's for the size)")
@@ -48,9 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=positive_int,
         help="checkpoint and exit after this step (for time-limited jobs); continue with --resume",
     )
-    p.add_argument("--precision", choices=["bf16", "fp16", "fp32"], help="default bf16 on CUDA, fp32 on CPU")
+    p.add_argument("--precision", choices=PRECISIONS, help="default bf16 on CUDA, fp32 on CPU")
     p.add_argument("--compile", action="store_true", help="torch.compile the training step")
-    p.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when available")
+    p.add_argument("--device", choices=DEVICES, help="default: cuda when available")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="continue from the newest valid checkpoint in --out")
     p.add_argument("--overwrite", action="store_true", help="discard a previous run in --out")
@@ -69,40 +73,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
-    from electra.training.pretrain.trainer import PretrainConfig, pretrain
+    from electra.training.pretrain.config import PretrainConfig
+    from electra.training.pretrain.trainer import pretrain
 
-    fields = {
-        k: getattr(args, k)
-        for k in (
-            "data",
-            "out",
-            "size",
-            "objective",
-            "steps",
-            "batch_size",
-            "grad_accum",
-            "lr",
-            "warmup_steps",
-            "weight_decay",
-            "generator_size",
-            "mask_prob",
-            "disc_weight",
-            "dropout",
-            "stop_at",
-            "precision",
-            "compile",
-            "device",
-            "seed",
-            "resume",
-            "overwrite",
-            "init",
-            "log_every",
-            "eval_every",
-            "checkpoint_every",
-            "keep_checkpoints",
-        )
+    # Every option of `electra pretrain` is a PretrainConfig field of the same name.
+    options = {
+        f.name: getattr(args, f.name) for f in dataclasses.fields(PretrainConfig) if hasattr(args, f.name)
     }
-    result = pretrain(PretrainConfig(**fields, progress=show_progress(args)))
+    result = pretrain(PretrainConfig(**options, progress=show_progress(args)))
     last = result["last"]
     if result["stopped"]:
         print(f"stopped at step {result['step']}; continue with --resume", file=sys.stderr)

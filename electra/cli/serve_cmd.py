@@ -1,41 +1,61 @@
-"""`electra serve`: exported bundles behind the HTTP API (every option also from ELECTRA_* variables)."""
+"""`electra serve`: exported bundles behind the HTTP API (every option also from ELECTRA_* variables).
+
+The options are ServeSettings' fields (electra.serving.settings): their names, defaults and help come from
+there, so the flags, the environment variables and the dataclass cannot drift apart.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import typing
 from collections.abc import Callable, Mapping
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from electra.errors import InputError
+from electra.serving.settings import (
+    LOG_LEVELS,
+    ServeSettings,
+    parse_model_list,
+    parse_model_spec,
+)
 
-# option -> (type, default); the environment variable is ELECTRA_<OPTION upper-cased, '-' -> '_'>.
-OPTIONS: dict[str, tuple[Callable[[str], Any], Any, str]] = {
-    "host": (str, "127.0.0.1", "address to listen on (0.0.0.0 in a container)"),
-    "port": (int, 8000, "TCP port"),
-    "device": (str, "cpu", "cpu or cuda (ONNX Runtime's CUDA provider with IO binding)"),
-    "max-batch-tokens": (int, 8192, "padded tokens (rows x longest row) per model call"),
-    "max-batch-size": (int, 32, "inputs per model call (1 turns batching off)"),
-    "max-wait-ms": (float, 2.0, "how long a batch that is not full waits for more inputs"),
-    "max-queue": (int, 1024, "inputs waiting per model before requests get 503 + Retry-After"),
-    "max-body-bytes": (int, 2_000_000, "largest request body"),
-    "max-texts": (int, 128, "inputs per request"),
-    "max-chars": (int, 50_000, "characters per text"),
-    "api-key-file": (
-        Path,
-        None,
-        "file of API keys, one per line: /detect, /classify and /models then "
-        "need 'Authorization: Bearer KEY' (health, metrics and the page stay open)",
-    ),
-    "threads": (int, 0, "ONNX Runtime threads per model (0: all cores)"),
-    "graceful-timeout": (float, 30.0, "seconds SIGTERM waits for in-flight requests"),
-    "log-level": (str, "info", "critical, error, warning, info or debug"),
-}
+
+@dataclass(frozen=True)
+class Option:
+    """One ServeSettings field as `electra serve` exposes it: --FLAG and its environment variable."""
+
+    field: str  # the ServeSettings field
+    parse: Callable[[str], Any]
+    default: Any
+    help: str
 
 
 def env_name(option: str) -> str:
     return "ELECTRA_" + option.upper().replace("-", "_")
+
+
+def _parser_of(annotation: Any) -> Callable[[str], Any]:
+    """str, int, float or Path from a field's type (Path | None: Path)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return args[0] if args else annotation
+
+
+def _options() -> dict[str, Option]:
+    hints = typing.get_type_hints(ServeSettings)
+    options = {}
+    for f in dataclasses.fields(ServeSettings):
+        if "help" not in f.metadata:  # models (--model, ELECTRA_MODELS) and api_keys (from api_key_file)
+            continue
+        flag = f.metadata["flag"] or f.name.replace("_", "-")
+        options[flag] = Option(f.name, _parser_of(hints[f.name]), f.default, f.metadata["help"])
+    return options
+
+
+# option (the flag without '--') -> Option; the environment variable is env_name(option).
+OPTIONS: dict[str, Option] = _options()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -53,9 +73,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="NAME=BUNDLE",
         help="a bundle to serve under NAME (repeat for several; env ELECTRA_MODELS, comma-separated)",
     )
-    for option, (_, default, text) in OPTIONS.items():
+    for option, o in OPTIONS.items():
+        # default None: "not given", so the environment can fill it in; the real default is in the help.
         p.add_argument(
-            f"--{option}", default=None, help=f"{text} (default {default}; env {env_name(option)})"
+            f"--{option}", default=None, help=f"{o.help} (default {o.default}; env {env_name(option)})"
         )
     p.add_argument(
         "--access-log",
@@ -66,49 +87,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run_serve)
 
 
-def settings_from(args: argparse.Namespace, environ: Mapping[str, str] | None = None):  # -> ServeSettings
+def settings_from(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> ServeSettings:
     """Settings from the command line over ELECTRA_* variables over the defaults; InputError on bad values."""
-    from electra.serving.settings import ServeSettings, parse_model_list, parse_model_spec
-
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
-    for option, (kind, default, _) in OPTIONS.items():
+    for option, o in OPTIONS.items():
         raw = getattr(args, option.replace("-", "_"))
         source = f"--{option}"
         if raw is None and env.get(env_name(option), "") != "":
             raw, source = env[env_name(option)], env_name(option)
         if raw is None:
-            values[option] = default
-            continue
+            continue  # the field's default
         try:
-            values[option] = kind(raw)
+            values[o.field] = o.parse(raw)
         except ValueError:
-            raise InputError(f"{source}: {raw!r} is not a valid {kind.__name__}") from None
+            raise InputError(f"{source}: {raw!r} is not a valid {o.parse.__name__}") from None
     if args.model:
         models = [parse_model_spec(m) for m in args.model]
     else:
         models = parse_model_list(env.get("ELECTRA_MODELS", ""))
-    if values["log-level"] not in ("critical", "error", "warning", "info", "debug"):
-        raise InputError(
-            f"log level must be critical, error, warning, info or debug, not {values['log-level']!r}"
-        )
-    return ServeSettings(
-        models=tuple(models),
-        host=values["host"],
-        port=values["port"],
-        device=values["device"],
-        max_batch_tokens=values["max-batch-tokens"],
-        max_batch_size=values["max-batch-size"],
-        max_wait_ms=values["max-wait-ms"],
-        max_queue=values["max-queue"],
-        max_body_bytes=values["max-body-bytes"],
-        max_texts=values["max-texts"],
-        max_chars=values["max-chars"],
-        api_key_file=values["api-key-file"],
-        threads=values["threads"],
-        graceful_timeout_s=values["graceful-timeout"],
-        log_level=values["log-level"],
-    )
+    log_level = values.get("log_level", OPTIONS["log-level"].default)
+    if log_level not in LOG_LEVELS:
+        raise InputError(f"log level must be critical, error, warning, info or debug, not {log_level!r}")
+    return ServeSettings(models=tuple(models), **values)
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from electra.cli.common import add_progress_flag, demo_corpus, positive_int, show_progress
+from electra.files import TOKENIZER_JSON, VOCAB_TXT
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "train",
         help="train a BERT-style WordPiece tokenizer on a corpus",
         description="Train a WordPiece tokenizer (BERT normalisation, [PAD]=0 [UNK] [CLS] [SEP] [MASK]) and "
-        "write tokenizer.json, vocab.txt and the Hugging Face tokenizer config to --out.",
+        f"write {TOKENIZER_JSON}, {VOCAB_TXT} and the Hugging Face tokenizer config to --out.",
     )
     t.add_argument(
         "--corpus",
@@ -39,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.set_defaults(handler=train)
 
     s = tsub.add_parser("show", help="print the tokens of a text with their character offsets")
-    s.add_argument("--tokenizer", required=True, help="tokenizer.json, vocab.txt or a model directory")
+    s.add_argument("--tokenizer", required=True, help=f"{TOKENIZER_JSON}, {VOCAB_TXT} or a model directory")
     s.add_argument("text", nargs="?", help="text to tokenize (default: read stdin)")
     s.set_defaults(handler=show)
 

@@ -3,6 +3,10 @@
 `create_app(settings)` loads every bundle (a bad one fails here, before the port opens); warm-up runs in the
 background after start-up, and /health/ready turns 200 only when it is done, so Kubernetes sends no traffic
 to a pod whose first requests would pay ONNX Runtime's lazy initialisation.
+
+ServerState holds what the routes do; the routes only decode bodies and delegate. Every error answer is made
+in one place, `error_response`, which also maps the batcher's and the runtime's exceptions (which know
+nothing of HTTP) onto status codes.
 """
 
 from __future__ import annotations
@@ -83,7 +87,12 @@ def load_runners(settings: ServeSettings) -> dict[str, ModelRunner]:
 class ServerState:
     """Runners, their batchers, and readiness; shared by the route handlers of one app."""
 
-    def __init__(self, settings: ServeSettings, runners: dict[str, ModelRunner]) -> None:
+    def __init__(
+        self,
+        settings: ServeSettings,
+        runners: dict[str, ModelRunner],
+        on_ready: Callable[[], None] | None = None,
+    ) -> None:
         self.settings = settings
         self.runners = runners
         self.by_kind = {k: {n: r for n, r in runners.items() if r.kind == k} for k in KIND_ROUTE}
@@ -92,7 +101,7 @@ class ServerState:
         self.arrivals = Arrivals()
         self.ready = False
         self.failure: str | None = None
-        self.on_ready: Callable[[], None] | None = None
+        self.on_ready = on_ready
         self._keys = [k.encode() for k in settings.api_keys]
 
     # --- lifecycle --------------------------------------------------------------------------------------
@@ -129,7 +138,61 @@ class ServerState:
         self.ready = False
         await asyncio.gather(*(b.close() for b in self.batchers.values()))
 
-    # --- request helpers --------------------------------------------------------------------------------
+    @asynccontextmanager
+    async def lifespan(self, _: Litestar) -> AsyncIterator[None]:
+        """The app's lifespan: batchers start, warm-up runs in the background; on shutdown they drain."""
+        self.start()
+        warm = asyncio.create_task(self.warm_up(), name="warm-up")
+        try:
+            yield
+        finally:
+            if not warm.done():
+                warm.cancel()
+            await self.stop()
+
+    # --- routes -----------------------------------------------------------------------------------------
+
+    async def detect(self, data: DetectRequest) -> DetectResponse:
+        texts = _one_or_many(data.text, data.texts, "text", "texts")
+        self.check_sizes(texts, "texts")
+        runner = self.pick(data.model, "discriminator")
+        self.check_ready()
+        encoded, rows = await self.infer(runner, texts, data.truncate)
+        results = [
+            detect_result(text, enc, row, data.threshold, data.level)
+            for text, enc, row in zip(texts, encoded, rows, strict=True)
+        ]
+        return DetectResponse(model=runner.name, results=results)
+
+    async def classify(self, data: ClassifyRequest) -> ClassifyResponse:
+        if data.inputs is not None and data.text_pair is not None:
+            raise HTTPException(
+                status_code=400, detail="'text_pair' goes with 'text'; inside 'inputs' use items"
+            )
+        _one_or_many(data.text, data.inputs, "text", "inputs")
+        if data.inputs is None:
+            pairs = [(data.text, data.text_pair)]
+        else:
+            pairs = [(x.text, x.text_pair) for x in data.inputs]
+        self.check_sizes([a for a, _ in pairs], "inputs")
+        self.check_chars([b for _, b in pairs if b is not None])
+        runner = self.pick(data.model, "classifier")
+        self.check_ready()
+        encoded, rows = await self.infer(runner, pairs, data.truncate)
+        results = [
+            classify_result(row, runner.labels, runner.regression, runner.multi_label, enc.truncated)
+            for enc, row in zip(encoded, rows, strict=True)
+        ]
+        return ClassifyResponse(model=runner.name, results=results)
+
+    def readiness(self) -> Response[Status]:
+        if self.ready:
+            return Response(Status(status="ready"))
+        if self.failure:
+            return Response(Status(status="failed", detail=self.failure), status_code=503)
+        return Response(Status(status="loading"), status_code=503, headers={"Retry-After": "1"})
+
+    # --- request checks ------------------------------------------------------------------------------
 
     def authorize(self, header: str | None) -> bool:
         if not self._keys:
@@ -200,28 +263,20 @@ class ServerState:
         return encoded, await self.run(runner, encoded)
 
     async def encode(self, runner: ModelRunner, items: list[Any], truncate: bool) -> list[Encoded]:
+        """Tokenized items (TooLong over the token limit with truncate off)."""
         start = time.perf_counter()
         chars = sum(len(x) if isinstance(x, str) else len(x[0]) + len(x[1] or "") for x in items)
-        try:
-            if chars <= INLINE_TOKENIZE_CHARS:
-                encoded = runner.encode(items, truncate)
-            else:
-                encoded = await asyncio.to_thread(runner.encode, items, truncate)
-        except TooLong as e:
-            raise HTTPException(status_code=413, detail=str(e)) from None
+        if chars <= INLINE_TOKENIZE_CHARS:
+            encoded = runner.encode(items, truncate)
+        else:
+            encoded = await asyncio.to_thread(runner.encode, items, truncate)
         self.metrics[runner.name].tokenization.observe(time.perf_counter() - start)
         return encoded
 
     async def run(self, runner: ModelRunner, encoded: list[Encoded]) -> list[Any]:
+        """Rows from the model's batcher (QueueFull, ShuttingDown or InferenceFailed: see error_response)."""
         arrived()
-        try:
-            rows = await self.batchers[runner.name].submit(encoded)
-        except QueueFull as e:
-            raise HTTPException(
-                status_code=503, detail=str(e), headers={"Retry-After": str(e.retry_after_s)}
-            ) from None
-        except (ShuttingDown, InferenceFailed) as e:
-            raise HTTPException(status_code=503, detail=str(e), headers={"Retry-After": "1"}) from None
+        rows = await self.batchers[runner.name].submit(encoded)
         self.metrics[runner.name].inputs.inc(len(encoded))
         return rows
 
@@ -281,6 +336,47 @@ def _page() -> str:
         return "<!doctype html><title>electra</title><p>The page is missing from this install; see /schema."
 
 
+# ----------------------------------------------------------------------------------------------------------
+# Errors: every 4xx/5xx answer is made here
+# ----------------------------------------------------------------------------------------------------------
+
+
+def _status_of(exc: Exception) -> tuple[int, dict[str, str] | None] | None:
+    """Status and headers for the exceptions of the layers below HTTP; None: not a known one (a bug)."""
+    if isinstance(exc, TooLong):
+        return 413, None  # over the model's token limit with truncate=false
+    if isinstance(exc, QueueFull):
+        return 503, {"Retry-After": str(exc.retry_after_s)}
+    if isinstance(exc, ShuttingDown | InferenceFailed):
+        return 503, {"Retry-After": "1"}
+    return None
+
+
+def error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
+    """The app's one exception handler: `{"status_code", "detail"}` (and "extra" for validation details).
+
+    HTTPException (bad bodies, limits, API keys, unknown models, not ready) answers its own status; the
+    batcher's and the runtime's exceptions are mapped by _status_of; anything else is a bug, logged with
+    its traceback and answered 500 without internals.
+    """
+    if isinstance(exc, HTTPException):
+        body: dict[str, Any] = {"status_code": exc.status_code, "detail": exc.detail}
+        if exc.extra:
+            body["extra"] = exc.extra
+        return Response(body, status_code=exc.status_code, headers=exc.headers)
+    mapped = _status_of(exc)
+    if mapped is None:
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return Response({"status_code": 500, "detail": "internal server error (logged)"}, status_code=500)
+    status, headers = mapped
+    return Response({"status_code": status, "detail": str(exc)}, status_code=status, headers=headers)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The app
+# ----------------------------------------------------------------------------------------------------------
+
+
 def create_app(
     settings: ServeSettings,
     runners: dict[str, ModelRunner] | None = None,
@@ -288,9 +384,25 @@ def create_app(
 ) -> Litestar:
     """The ASGI app. `runners` (models already loaded) is for tests and embedding; default: load them."""
     settings = settings.with_keys()
-    state = ServerState(settings, runners if runners is not None else load_runners(settings))
-    state.on_ready = on_ready
-    page = _page()
+    state = ServerState(settings, runners if runners is not None else load_runners(settings), on_ready)
+    prometheus = _prometheus()
+    app = Litestar(
+        route_handlers=[*_keyed_routes(state), *_open_routes(state), PrometheusController],
+        lifespan=[state.lifespan],
+        middleware=[count_arrivals(state.arrivals, tuple(KIND_ROUTE.values())), prometheus.middleware],
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=_openapi_config(),
+        cors_config=CORSConfig(allow_origins=["*"], allow_headers=["Authorization", "Content-Type"]),
+        exception_handlers={Exception: error_response},
+        debug=False,
+    )
+    app.state.electra = state
+    _document_closed_bodies(app)
+    return app
+
+
+def _keyed_routes(state: ServerState) -> list[Any]:
+    """/detect, /classify and /models: behind the API keys when the server has some."""
 
     def require_key(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
         if not state.authorize(connection.headers.get("authorization")):
@@ -304,46 +416,26 @@ def create_app(
         data: Annotated[DetectRequest, Body(media_type=RequestEncodingType.JSON)],
     ) -> DetectResponse:
         """Score every token of each text: probability that it was replaced (ELECTRA's discriminator)."""
-        texts = _one_or_many(data.text, data.texts, "text", "texts")
-        state.check_sizes(texts, "texts")
-        runner = state.pick(data.model, "discriminator")
-        state.check_ready()
-        encoded, rows = await state.infer(runner, texts, data.truncate)
-        results = [
-            detect_result(text, enc, row, data.threshold, data.level)
-            for text, enc, row in zip(texts, encoded, rows, strict=True)
-        ]
-        return DetectResponse(model=runner.name, results=results)
+        return await state.detect(data)
 
     @post("/classify", status_code=200, guards=[require_key], tags=["inference"], responses=INFERENCE_ERRORS)
     async def classify(
         data: Annotated[ClassifyRequest, Body(media_type=RequestEncodingType.JSON)],
     ) -> ClassifyResponse:
         """Label each input (or text pair) with a fine-tuned classifier; regression answers a score."""
-        if data.inputs is not None and data.text_pair is not None:
-            raise HTTPException(
-                status_code=400, detail="'text_pair' goes with 'text'; inside 'inputs' use items"
-            )
-        _one_or_many(data.text, data.inputs, "text", "inputs")
-        if data.inputs is None:
-            pairs = [(data.text, data.text_pair)]
-        else:
-            pairs = [(x.text, x.text_pair) for x in data.inputs]
-        state.check_sizes([a for a, _ in pairs], "inputs")
-        state.check_chars([b for _, b in pairs if b is not None])
-        runner = state.pick(data.model, "classifier")
-        state.check_ready()
-        encoded, rows = await state.infer(runner, pairs, data.truncate)
-        results = [
-            classify_result(row, runner.labels, runner.regression, runner.multi_label, enc.truncated)
-            for enc, row in zip(encoded, rows, strict=True)
-        ]
-        return ClassifyResponse(model=runner.name, results=results)
+        return await state.classify(data)
 
     @get("/models", guards=[require_key], tags=["models"], responses=_errors(401))
     async def models() -> ModelsResponse:
         """The loaded bundles and their metadata (kind, labels, limits, precision, fused ops, parity)."""
         return ModelsResponse(models=[to_model_info(r.describe()) for r in state.runners.values()])
+
+    return [detect, classify, models]
+
+
+def _open_routes(state: ServerState) -> list[Any]:
+    """Health probes and the page: open even when the server has API keys."""
+    page = _page()
 
     @get("/health/live", tags=["health"])
     async def live() -> Status:
@@ -359,28 +451,18 @@ def create_app(
     )
     async def ready() -> Response[Status]:
         """200 once every model is loaded and warmed up; 503 before (and during shutdown)."""
-        if state.ready:
-            return Response(Status(status="ready"))
-        if state.failure:
-            return Response(Status(status="failed", detail=state.failure), status_code=503)
-        return Response(Status(status="loading"), status_code=503, headers={"Retry-After": "1"})
+        return state.readiness()
 
     @get("/", media_type=MediaType.HTML, include_in_schema=False)
     async def index() -> str:
         return page
 
-    @asynccontextmanager
-    async def lifespan(_: Litestar) -> AsyncIterator[None]:
-        state.start()
-        warm = asyncio.create_task(state.warm_up(), name="warm-up")
-        try:
-            yield
-        finally:
-            if not warm.done():
-                warm.cancel()
-            await state.stop()
+    return [live, ready, index]
 
-    prometheus = PrometheusConfig(
+
+def _prometheus() -> PrometheusConfig:
+    """HTTP metrics per route and status (electra_http_*); /metrics itself is not counted."""
+    return PrometheusConfig(
         app_name="electra",
         prefix="electra_http",
         group_path=True,
@@ -388,24 +470,14 @@ def create_app(
         exclude=["/metrics"],
     )
 
-    app = Litestar(
-        route_handlers=[detect, classify, models, live, ready, index, PrometheusController],
-        lifespan=[lifespan],
-        middleware=[count_arrivals(state.arrivals, ("/detect", "/classify")), prometheus.middleware],
-        request_max_body_size=settings.max_body_bytes,
-        openapi_config=OpenAPIConfig(
-            title="electra",
-            version=__version__,
-            description="Replaced-token detection and classification with ELECTRA models (ONNX Runtime).",
-            path="/schema",
-        ),
-        cors_config=CORSConfig(allow_origins=["*"], allow_headers=["Authorization", "Content-Type"]),
-        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
-        debug=False,
+
+def _openapi_config() -> OpenAPIConfig:
+    return OpenAPIConfig(
+        title="electra",
+        version=__version__,
+        description="Replaced-token detection and classification with ELECTRA models (ONNX Runtime).",
+        path="/schema",
     )
-    app.state.electra = state
-    _document_closed_bodies(app)
-    return app
 
 
 def _document_closed_bodies(app: Litestar) -> None:
@@ -415,16 +487,3 @@ def _document_closed_bodies(app: Litestar) -> None:
     for name, schema in (app.openapi_schema.components.schemas or {}).items():
         if name.split("_")[-1] in closed:
             schema.additional_properties = False
-
-
-def _http_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, Any]]:
-    body: dict[str, Any] = {"status_code": exc.status_code, "detail": exc.detail}
-    if exc.extra:
-        body["extra"] = exc.extra
-    return Response(body, status_code=exc.status_code, headers=exc.headers)
-
-
-def _internal_error(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
-    # A bug, not bad input: logged with its traceback, answered as JSON without internals.
-    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return Response({"status_code": 500, "detail": "internal server error (logged)"}, status_code=500)

@@ -17,11 +17,13 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from electra.serving.metrics import ModelMetrics
-from electra.serving.runtime import Encoded, ModelRunner
+if TYPE_CHECKING:
+    from electra.serving.metrics import ModelMetrics
+    from electra.serving.runtime import Encoded
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +43,24 @@ class ShuttingDown(Exception):
     """The batcher is closed and takes no new work."""
 
 
-# A batch's rows are at least this fraction of its longest row (see Batcher._choose).
+class InferenceFailed(Exception):
+    """The model call for a batch raised; its requests get a 500-free 503 with the reason."""
+
+
+class Runner(Protocol):
+    """What the batcher needs of a model (ModelRunner in the server)."""
+
+    name: str
+
+    def infer(self, batch: list[Encoded]) -> list[np.ndarray]:
+        """One row per input, in order; blocks (the batcher calls it in a worker thread)."""
+        ...
+
+
+# A batch's rows are at least this fraction of its longest row (see take_batch).
 MIN_FILL = 0.5
+# How far into the queue a batch looks for inputs of a similar length.
+WINDOW = 256
 
 
 @dataclass(slots=True, eq=False)
@@ -75,13 +93,46 @@ class Arrivals:
             event.set()
 
 
+def take_batch(queue: deque[_Item], max_batch_size: int, max_batch_tokens: int) -> list[_Item]:
+    """The next batch, removed from `queue`: the oldest input and the queued inputs closest to its length,
+    under the row and token limits (rows x longest row <= max_batch_tokens).
+
+    Every row is padded to the longest, and attention on CPU computes the padding too, so a batch in arrival
+    order of mixed lengths can cost more than running its inputs one by one. Company for the oldest input is
+    therefore drawn from the first WINDOW queued inputs no longer than it and at least MIN_FILL of its
+    length, longest first (arrival order among equals). The oldest input always goes (so nothing starves,
+    and one input over the token budget still runs, alone); the others wait for a batch of their own length.
+    Inputs whose request went away (a done future) are dropped, never run.
+    """
+    while queue and queue[0].future.done():  # cancelled by departed clients
+        queue.popleft()
+    if not queue:
+        return []
+    head = queue.popleft()
+    width = head.encoded.length
+    room = min(max_batch_size, max_batch_tokens // width) - 1
+    if room <= 0 or not queue:
+        return [head]
+    window = itertools.islice(queue, WINDOW)
+    fits = [
+        item for item in window if not item.future.done() and MIN_FILL * width <= item.encoded.length <= width
+    ]
+    fits.sort(key=lambda item: -item.encoded.length)
+    chosen = fits[:room]
+    if chosen:
+        taken = {id(item) for item in chosen}
+        rest = [item for item in queue if id(item) not in taken]
+        queue.clear()
+        queue.extend(rest)
+    return [head, *chosen]
+
+
 class Batcher:
-    # How far into the queue a batch looks for inputs of a similar length.
-    WINDOW = 256
+    """One model's queue and the task that runs it in batches (see the module's docstring)."""
 
     def __init__(
         self,
-        runner: ModelRunner,
+        runner: Runner,
         metrics: ModelMetrics,
         max_batch_tokens: int,
         max_batch_size: int,
@@ -108,6 +159,7 @@ class Batcher:
 
     @property
     def waiting(self) -> int:
+        """Inputs queued, not yet taken into a batch."""
         return len(self._queue)
 
     def start(self) -> None:
@@ -117,13 +169,13 @@ class Batcher:
         """Logits rows for `inputs`, in order. QueueFull when they do not fit; all or none are queued."""
         if self._closing:
             raise ShuttingDown(f"model {self.runner.name!r} is shutting down")
-        if len(self._queue) + len(inputs) > self.max_queue:
+        if self.waiting + len(inputs) > self.max_queue:
             self.metrics.rejected.inc()
-            raise QueueFull(self.runner.name, len(self._queue), self.max_queue, self._retry_after())
+            raise QueueFull(self.runner.name, self.waiting, self.max_queue, self._retry_after())
         loop = asyncio.get_running_loop()
         items = [_Item(e, loop.create_future()) for e in inputs]
         self._queue.extend(items)
-        self.metrics.queue_size.set(len(self._queue))
+        self.metrics.queue_size.set(self.waiting)
         self._wakeup.set()
         try:
             return list(await asyncio.gather(*(item.future for item in items)))
@@ -135,7 +187,7 @@ class Batcher:
 
     def _retry_after(self) -> int:
         # Roughly how long the current backlog takes to clear, in whole seconds (at least 1).
-        batches = len(self._queue) / max(1, self.max_batch_size)
+        batches = self.waiting / max(1, self.max_batch_size)
         return max(1, int(batches * self._recent_batch_s + 0.999))
 
     async def close(self) -> None:
@@ -150,7 +202,6 @@ class Batcher:
     # ------------------------------------------------------------------------------------------------------
 
     async def _loop(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             while not self._queue:
                 if self._closing:
@@ -158,26 +209,30 @@ class Batcher:
                 self._wakeup.clear()
                 await self._wakeup.wait()
             batch = await self._collect()
-            if not batch:
-                continue
-            now = time.perf_counter()
+            if batch:
+                await self._run(batch)
+
+    async def _run(self, batch: list[_Item]) -> None:
+        """One model call for `batch`, in the worker thread; every item's future gets its row or the error."""
+        now = time.perf_counter()
+        for item in batch:
+            self.metrics.queue_wait.observe(now - item.enqueued)
+        width = max(item.encoded.length for item in batch)
+        self.metrics.batch_size.observe(len(batch))
+        self.metrics.batch_tokens.observe(width * len(batch))
+        self.metrics.tokens.inc(sum(item.encoded.length for item in batch))
+        loop = asyncio.get_running_loop()
+        try:
+            rows = await loop.run_in_executor(self._executor, self._infer, [i.encoded for i in batch])
+        except Exception as e:  # A failed model call fails its requests, never the batching task.
+            log.exception("model %s: inference failed on a batch of %d", self.runner.name, len(batch))
             for item in batch:
-                self.metrics.queue_wait.observe(now - item.enqueued)
-            width = max(item.encoded.length for item in batch)
-            self.metrics.batch_size.observe(len(batch))
-            self.metrics.batch_tokens.observe(width * len(batch))
-            self.metrics.tokens.inc(sum(item.encoded.length for item in batch))
-            try:
-                rows = await loop.run_in_executor(self._executor, self._infer, [i.encoded for i in batch])
-            except Exception as e:  # A failed model call fails its requests, never the batching task.
-                log.exception("model %s: inference failed on a batch of %d", self.runner.name, len(batch))
-                for item in batch:
-                    if not item.future.done():
-                        item.future.set_exception(InferenceFailed(f"model {self.runner.name!r}: {e}"))
-                continue
-            for item, row in zip(batch, rows, strict=True):
                 if not item.future.done():
-                    item.future.set_result(row)
+                    item.future.set_exception(InferenceFailed(f"model {self.runner.name!r}: {e}"))
+            return
+        for item, row in zip(batch, rows, strict=True):
+            if not item.future.done():
+                item.future.set_result(row)
 
     def _infer(self, inputs: list[Encoded]) -> list[np.ndarray]:
         start = time.perf_counter()
@@ -192,48 +247,13 @@ class Batcher:
         deadline = time.perf_counter() + self.max_wait_s
         # Wait only for requests known to be on their way: when nothing is, waiting would add max_wait to
         # a lone request's latency and batch nothing.
-        while len(self._queue) < self.max_batch_size and self.arrivals.count > 0 and not self._closing:
+        while self.waiting < self.max_batch_size and self.arrivals.count > 0 and not self._closing:
             remaining = deadline - time.perf_counter()
             if remaining <= 0:
                 break
             self._wakeup.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), remaining)
-        batch = self._choose()
-        self.metrics.queue_size.set(len(self._queue))
+        batch = take_batch(self._queue, self.max_batch_size, self.max_batch_tokens)
+        self.metrics.queue_size.set(self.waiting)
         return batch
-
-    def _choose(self) -> list[_Item]:
-        """The oldest input and the queued inputs closest to its length, under the row and token limits.
-
-        Every row is padded to the longest, and attention on CPU computes the padding too, so a batch in
-        arrival order of mixed lengths can cost more than running its inputs one by one. Company for the
-        oldest input is therefore drawn from the inputs no longer than it and at least MIN_FILL of its length,
-        longest first. The oldest input always goes (so nothing starves, and one input over the token budget
-        still runs, alone); the others wait for a batch of their own length.
-        """
-        while self._queue and self._queue[0].future.done():  # cancelled by departed clients
-            self._queue.popleft()
-        if not self._queue:
-            return []
-        head = self._queue.popleft()
-        width = head.encoded.length
-        room = min(self.max_batch_size, self.max_batch_tokens // width) - 1
-        if room <= 0 or not self._queue:
-            return [head]
-        window = list(itertools.islice(self._queue, self.WINDOW))
-        fits = [
-            item
-            for item in window
-            if not item.future.done() and MIN_FILL * width <= item.encoded.length <= width
-        ]
-        fits.sort(key=lambda item: -item.encoded.length)
-        chosen = fits[:room]
-        if chosen:
-            taken = {id(item) for item in chosen}
-            self._queue = deque(item for item in self._queue if id(item) not in taken)
-        return [head, *chosen]
-
-
-class InferenceFailed(Exception):
-    """The model call for a batch raised; its requests get a 500-free 503 with the reason."""

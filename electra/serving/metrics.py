@@ -6,6 +6,7 @@ HTTP request counts and durations per route and status come from Litestar's Prom
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
@@ -40,14 +41,14 @@ class _Families:
         self.rejected = Counter("queue_rejections", "Requests answered 503 because the queue was full", **kw)
 
 
-_families: dict[int, _Families] = {}
+# Keyed by the registry itself, weakly: an id() could be reused by a new registry once the old one is gone.
+_families: weakref.WeakKeyDictionary[CollectorRegistry, _Families] = weakref.WeakKeyDictionary()
 
 
 def families(registry: CollectorRegistry = REGISTRY) -> _Families:
-    key = id(registry)
-    if key not in _families:
-        _families[key] = _Families(registry)
-    return _families[key]
+    if registry not in _families:
+        _families[registry] = _Families(registry)
+    return _families[registry]
 
 
 @dataclass(frozen=True)

@@ -10,17 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import tokenizers
 
+from electra.bundle import INPUT_NAMES, OUTPUT_NAME, Bundle, read_bundle
 from electra.errors import InputError
-from electra.onnx.export import INPUT_NAMES, MODEL_ONNX, OUTPUT_NAME, load_bundle_metadata
+from electra.files import MODEL_ONNX
+from electra.padding import PADDING_SIDE, pad_rows
 from electra.tokenizer import load_tokenizer, special_ids
 
 log = logging.getLogger(__name__)
-
-# Padding is what the bundle's fused attention expects (per-row lengths, see electra.onnx.export).
-REQUIRED_PADDING_SIDE = "right"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,20 +51,21 @@ class ModelRunner:
 
         self.name = name
         self.path = Path(path)
-        self.meta: dict[str, Any] = load_bundle_metadata(self.path)
-        if self.meta.get("padding_side", REQUIRED_PADDING_SIDE) != REQUIRED_PADDING_SIDE:
-            raise InputError(f"{path}: bundle expects {self.meta['padding_side']} padding; re-export it")
-        self.kind: str = self.meta["kind"]
-        self.max_seq_len: int = self.meta["max_seq_len"]
-        labels = self.meta.get("labels") or {}
+        self.bundle: Bundle = read_bundle(self.path)
+        # The fused attention reads the mask as per-row lengths: it needs the padding electra.padding does.
+        if self.bundle.padding_side != PADDING_SIDE:
+            raise InputError(f"{path}: bundle expects {self.bundle.padding_side} padding; re-export it")
+        self.kind: str = self.bundle.kind
+        self.max_seq_len: int = self.bundle.max_seq_len
+        labels = self.bundle.labels or {}
         self.labels: list[str] = [labels[str(i)] for i in range(len(labels))]
-        self.problem_type: str | None = self.meta.get("problem_type")
+        self.problem_type: str | None = self.bundle.problem_type
         self.regression = self.kind == "classifier" and (
             self.problem_type == "regression" or len(self.labels) == 1
         )
         self.multi_label = self.problem_type == "multi_label_classification"
         # A model with one token type cannot embed segment 1: pairs are fed as one joined text instead.
-        self.pair_types = int(self.meta.get("type_vocab_size", 2)) > 1
+        self.pair_types = self.bundle.type_vocab_size > 1
 
         self.tokenizer = load_tokenizer(self.path)
         self.tokenizer.no_padding()
@@ -150,15 +151,7 @@ class ModelRunner:
 
     def pad(self, batch: list[Encoded]) -> dict[str, np.ndarray]:
         """Right-padded model inputs for a batch, padded to its longest sequence."""
-        width = max(e.length for e in batch)
-        ids = np.full((len(batch), width), self.pad_id, dtype=np.int64)
-        types = np.zeros((len(batch), width), dtype=np.int64)
-        mask = np.zeros((len(batch), width), dtype=np.int64)
-        for row, e in enumerate(batch):
-            ids[row, : e.length] = e.ids
-            types[row, : e.length] = e.type_ids
-            mask[row, : e.length] = 1
-        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        feeds = pad_rows([e.ids for e in batch], [e.type_ids for e in batch], self.pad_id)
         return {name: feeds[name] for name in self._inputs if name in INPUT_NAMES}
 
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
@@ -194,13 +187,13 @@ class ModelRunner:
             "labels": self.labels or None,
             "problem_type": self.problem_type,
             "max_seq_len": self.max_seq_len,
-            "precision": self.meta.get("precision"),
+            "precision": self.bundle.precision,
             "device": self.device,
             "providers": self.session.get_providers(),
-            "num_hidden_layers": self.meta.get("num_hidden_layers"),
-            "hidden_size": self.meta.get("hidden_size"),
-            "fused_operators": {k: v for k, v in self.meta.get("fused_operators", {}).items() if v},
-            "parity": self.meta.get("parity"),
-            "dev_accuracy": self.meta.get("dev_accuracy"),
-            "created": self.meta.get("created"),
+            "num_hidden_layers": self.bundle.num_hidden_layers,
+            "hidden_size": self.bundle.hidden_size,
+            "fused_operators": {k: v for k, v in self.bundle.fused_operators.items() if v},
+            "parity": msgspec.to_builtins(self.bundle.parity),
+            "dev_accuracy": msgspec.to_builtins(self.bundle.dev_accuracy),
+            "created": self.bundle.created,
         }

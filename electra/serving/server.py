@@ -45,7 +45,7 @@ def serve(
             name,
             runner.path,
             runner.kind,
-            runner.meta["precision"],
+            runner.bundle.precision,
             ", ".join(runner.session.get_providers()),
         )
     app = create_app(settings, runners, on_ready=on_ready)

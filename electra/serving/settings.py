@@ -1,7 +1,9 @@
 """Server settings: one frozen dataclass, filled from the command line, environment variables or code.
 
-Every option has an environment variable (ELECTRA_<OPTION>) because the Helm chart configures the container
-through its environment; the command line wins over the environment, which wins over the defaults.
+The fields are the one source of every option's name, default and help: `electra serve` builds its flags
+(--max-batch-size) and environment variables (ELECTRA_MAX_BATCH_SIZE) from them. Every option has an
+environment variable because the Helm chart configures the container through its environment; the command
+line wins over the environment, which wins over the defaults.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from electra.errors import InputError
 
@@ -22,29 +25,55 @@ class ModelSpec:
     path: Path
 
 
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+def option(help: str, flag: str | None = None) -> dict[str, Any]:
+    """Field metadata of a setting the command line (--FLAG; default: the field's name with '-') and the
+    environment (ELECTRA_<FLAG upper-cased, '-' -> '_'>) can set: `electra serve` builds both from it."""
+    return {"help": help, "flag": flag}
+
+
 @dataclass(frozen=True)
 class ServeSettings:
+    # --model NAME=BUNDLE (repeatable) or ELECTRA_MODELS="name=dir,name2=dir2": parsed by `electra serve`.
     models: tuple[ModelSpec, ...] = ()
-    host: str = "127.0.0.1"
-    port: int = 8000
-    device: str = "cpu"
+    host: str = field(default="127.0.0.1", metadata=option("address to listen on (0.0.0.0 in a container)"))
+    port: int = field(default=8000, metadata=option("TCP port"))
+    device: str = field(
+        default="cpu", metadata=option("cpu or cuda (ONNX Runtime's CUDA provider with IO binding)")
+    )
     # Padded tokens (rows x longest row) one model call may take: bounds activation memory and latency.
-    max_batch_tokens: int = 8192
-    max_batch_size: int = 32
+    max_batch_tokens: int = field(
+        default=8192, metadata=option("padded tokens (rows x longest row) per model call")
+    )
+    max_batch_size: int = field(default=32, metadata=option("inputs per model call (1 turns batching off)"))
     # How long a batch that is not full may wait for company. Requests that arrive while the model is busy
     # are batched anyway, so this only matters when the server is nearly idle.
-    max_wait_ms: float = 2.0
+    max_wait_ms: float = field(
+        default=2.0, metadata=option("how long a batch that is not full waits for more inputs")
+    )
     # Sequences waiting per model; beyond it requests get 503 + Retry-After rather than an unbounded queue.
-    max_queue: int = 1024
-    max_body_bytes: int = 2_000_000
-    max_texts: int = 128
-    max_chars: int = 50_000
-    api_key_file: Path | None = None
+    max_queue: int = field(
+        default=1024, metadata=option("inputs waiting per model before requests get 503 + Retry-After")
+    )
+    max_body_bytes: int = field(default=2_000_000, metadata=option("largest request body"))
+    max_texts: int = field(default=128, metadata=option("inputs per request"))
+    max_chars: int = field(default=50_000, metadata=option("characters per text"))
+    api_key_file: Path | None = field(
+        default=None,
+        metadata=option(
+            "file of API keys, one per line: /detect, /classify and /models then "
+            "need 'Authorization: Bearer KEY' (health, metrics and the page stay open)"
+        ),
+    )
     # ONNX Runtime intra-op threads per model; 0 lets ONNX Runtime use every core.
-    threads: int = 0
+    threads: int = field(default=0, metadata=option("ONNX Runtime threads per model (0: all cores)"))
     # Seconds SIGTERM waits for in-flight requests before closing the remaining connections.
-    graceful_timeout_s: float = 30.0
-    log_level: str = "info"
+    graceful_timeout_s: float = field(
+        default=30.0, metadata=option("seconds SIGTERM waits for in-flight requests", flag="graceful-timeout")
+    )
+    log_level: str = field(default="info", metadata=option("critical, error, warning, info or debug"))
     api_keys: frozenset[str] = field(default=frozenset(), repr=False)
 
     def __post_init__(self) -> None:

@@ -7,10 +7,12 @@ sizes, and fp16 has no CPU kernels worth using).
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-
-import torch
+from typing import TYPE_CHECKING
 
 from electra.errors import InputError
+
+if TYPE_CHECKING:  # torch is imported where it is used, so the CLI can read the choices below cheaply
+    import torch
 
 DEVICES = ("cpu", "cuda")
 PRECISIONS = ("bf16", "fp16", "fp32")
@@ -18,6 +20,8 @@ PRECISIONS = ("bf16", "fp16", "fp32")
 
 def resolve_device(name: str | None) -> torch.device:
     """The asked-for device, or CUDA when available, else CPU; a one-line error for CUDA without a GPU."""
+    import torch
+
     if name is not None and name not in DEVICES and not name.startswith("cuda:"):
         raise InputError(f"--device {name!r} is not one of {', '.join(DEVICES)}")
     device = torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -41,11 +45,15 @@ def autocast(device: torch.device, precision: str) -> AbstractContextManager:
     """The autocast context for a precision (a no-op for fp32). Reusable: enter it once per forward pass."""
     if precision == "fp32":
         return nullcontext()
+    import torch
+
     return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
 
 
 def enable_tf32(device: torch.device) -> None:
     """TF32 matmuls and convolutions on CUDA: the paper-scale speed at no measurable cost to ELECTRA."""
     if device.type == "cuda":
+        import torch
+
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import nn
 
 # The official code excludes these from weight decay: biases and LayerNorm parameters.
-_NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias")
+NO_WEIGHT_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias")
+
+
+def uses_weight_decay(name: str) -> bool:
+    return not name.endswith(NO_WEIGHT_DECAY)
 
 
 def param_groups(named: Iterable[tuple[str, nn.Parameter]], weight_decay: float) -> list[dict]:
@@ -19,7 +23,7 @@ def param_groups(named: Iterable[tuple[str, nn.Parameter]], weight_decay: float)
         if not p.requires_grad or id(p) in seen:
             continue
         seen.add(id(p))
-        (no_decay if name.endswith(_NO_DECAY) else decay).append(p)
+        (decay if uses_weight_decay(name) else no_decay).append(p)
     return [
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
@@ -41,7 +45,7 @@ def build_optimizer(
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused or None)
 
 
-def warmup_linear_decay(warmup_steps: int, total_steps: int):
+def warmup_linear_decay(warmup_steps: int, total_steps: int) -> Callable[[int], float]:
     """Linear warmup from 0 to the peak over `warmup_steps`, then linear decay to 0 at `total_steps`."""
 
     def factor(step: int) -> float:
@@ -52,5 +56,8 @@ def warmup_linear_decay(warmup_steps: int, total_steps: int):
     return factor
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int):
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """The warmup + linear-decay schedule; its state_dict is plain JSON (the factor is rebuilt, not saved)."""
     return torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_linear_decay(warmup_steps, total_steps))

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from electra.errors import InputError
+from electra.files import DATA_MANIFEST_JSON, DATA_TOKENIZER_DIR
 
 FORMAT = "electra-pretraining-data"
 FORMAT_VERSION = 1
@@ -76,7 +77,9 @@ class SplitWriter:
 
 
 @dataclass(frozen=True)
-class Split:
+class SplitArrays:
+    """One split's examples: input_ids and segment_ids [N, max_seq_len], lengths [N] (memory-mapped)."""
+
     input_ids: np.ndarray
     segment_ids: np.ndarray
     lengths: np.ndarray
@@ -88,7 +91,7 @@ class Split:
 class PretrainingData:
     """A prepared dataset directory, validated and memory-mapped."""
 
-    def __init__(self, directory: Path, manifest: dict[str, Any], splits: dict[str, Split]) -> None:
+    def __init__(self, directory: Path, manifest: dict[str, Any], splits: dict[str, SplitArrays]) -> None:
         self.directory = directory
         self.manifest = manifest
         self.splits = splits
@@ -99,14 +102,14 @@ class PretrainingData:
 
     @property
     def tokenizer_dir(self) -> Path:
-        return self.directory / "tokenizer"
+        return self.directory / DATA_TOKENIZER_DIR
 
     @property
-    def train(self) -> Split:
+    def train(self) -> SplitArrays:
         return self.splits["train"]
 
     @property
-    def val(self) -> Split:
+    def val(self) -> SplitArrays:
         return self.splits["val"]
 
     @classmethod
@@ -117,10 +120,11 @@ class PretrainingData:
             raise InputError(
                 f"data directory {directory} does not exist; create it with `electra data prepare`"
             )
-        manifest_path = directory / "manifest.json"
+        manifest_path = directory / DATA_MANIFEST_JSON
         if not manifest_path.is_file():
             raise InputError(
-                f"{directory} has no manifest.json, so it was not made by `electra data prepare`; {fix}"
+                f"{directory} has no {DATA_MANIFEST_JSON}, so it was not made by `electra data prepare`; "
+                f"{fix}"
             )
         try:
             manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
@@ -140,7 +144,7 @@ class PretrainingData:
                 for name in ARRAYS:
                     spec = manifest["splits"][split]["arrays"][name]
                     arrays[name] = _open_array(directory, spec, fix)
-                splits[split] = Split(**arrays)
+                splits[split] = SplitArrays(**arrays)
         except (KeyError, TypeError) as e:
             raise InputError(f"{manifest_path} is missing field {e}; {fix}") from e
         return cls(directory, manifest, splits)
@@ -157,7 +161,7 @@ class PretrainingData:
                         digest.update(block)
                 if digest.hexdigest() != spec["sha256"]:
                     raise InputError(
-                        f"{path} does not match the checksum in {self.directory / 'manifest.json'}; "
+                        f"{path} does not match the checksum in {self.directory / DATA_MANIFEST_JSON}; "
                         "the data is corrupt: re-run `electra data prepare`"
                     )
 

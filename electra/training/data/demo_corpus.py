@@ -38,14 +38,19 @@ import time
 import warnings
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
+from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
 from electra.atomic import atomic_write_bytes
+from electra.errors import InputError
 
 DEMO_CORPUS_LABEL = (
     "demo corpus: docstrings of the installed Python modules (not real training data; pass --corpus for that)"
 )
+DEFAULT_MAX_BYTES = 20_000_000
 
 # Directories that hold test suites, test data (lib2to3's Python 2 fixtures), IDLE's GUI strings, caches,
 # or third-party packages (scanned separately, after the stdlib, so the stdlib always comes first).
@@ -316,8 +321,82 @@ def _scan_file(path: Path) -> list[list[str]]:
 # Build
 
 
+class _CorpusText:
+    """The documents kept so far: paragraphs deduplicated in file order, stopping at `max_bytes`."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.seen: set[str] = set()
+        self.documents: list[str] = []
+        self.size = self.files_scanned = self.files_used = self.paragraphs = 0
+        self.full = False
+
+    def add_file(self, file_documents: list[list[str]]) -> None:
+        """Add one file's docstrings as one document (what is new and still fits); sets `full` at the limit.
+
+        A module's docstrings make one document: they share a topic, and docstring-sized documents would give
+        pre-training examples of ~40 tokens, mostly padding.
+        """
+        self.files_scanned += 1
+        kept: list[str] = []
+        for paragraph in (paragraph for document in file_documents for paragraph in document):
+            if paragraph in self.seen:
+                continue
+            # The blank line between documents is paid by a document's first paragraph.
+            cost = len(paragraph.encode("utf-8")) + 1 + (1 if self.documents and not kept else 0)
+            if self.size + cost > self.max_bytes:
+                self.full = True
+                break
+            self.seen.add(paragraph)
+            kept.append(paragraph)
+            self.size += cost
+        if kept:
+            self.documents.append("\n".join(kept) + "\n")
+            self.paragraphs += len(kept)
+            self.files_used += 1
+
+    def encode(self) -> bytes:
+        return "\n".join(self.documents).encode("utf-8")
+
+
+@contextmanager
+def _scanned(files: list[Path], workers: int) -> Iterator[Iterable[list[list[str]]]]:
+    """Each file's documents, in file order, parsed by `workers` processes."""
+    if workers == 1:
+        yield map(_scan_file, files)
+        return
+    # Spawned, not forked (like prepare's pool): a fork copies whatever locks the parent's other threads hold
+    # at that instant (ONNX Runtime's pools, a logging listener in a long-lived process), and a child that
+    # inherits a held lock waits forever.
+    executor = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
+    try:
+        # map yields in submission order whatever the scheduling, which keeps the output byte-identical.
+        yield executor.map(_scan_file, files, chunksize=_CHUNK_FILES)
+    finally:
+        # Stopping at max_bytes leaves queued files unparsed; there is no point waiting for them.
+        executor.shutdown(wait=True, cancel_futures=True)
+
+
+@contextmanager
+def _progress_bar(files: int, enabled: bool) -> Iterator[Any]:
+    """A tqdm bar over the files on stderr, or None when disabled.
+
+    Enter it after the workers are forked: tqdm's monitor thread must not be running at fork time.
+    """
+    if not enabled:
+        yield None
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(total=files, unit="file", desc="demo corpus", file=sys.stderr, dynamic_ncols=True)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
 def build_demo_corpus(
-    out_path: Path, max_bytes: int = 20_000_000, workers: int | None = None, progress: bool = False
+    out_path: Path, max_bytes: int = DEFAULT_MAX_BYTES, workers: int | None = None, progress: bool = False
 ) -> DemoCorpusStats:
     """Write the demo corpus to `out_path` (atomically) and return what went into it.
 
@@ -328,70 +407,42 @@ def build_demo_corpus(
     start = time.perf_counter()
     files = iter_source_files()
     workers = max(1, workers if workers is not None else (os.cpu_count() or 1))
-    seen: set[str] = set()
-    documents: list[str] = []
-    size = files_scanned = files_used = paragraphs = 0
-    full = False
-
-    executor = ProcessPoolExecutor(max_workers=workers) if workers > 1 else None
-    bar = None
-    try:
-        results: Iterable[list[list[str]]]
-        if executor is None:
-            results = map(_scan_file, files)
-        else:
-            # map yields in submission order whatever the scheduling, which keeps the output byte-identical.
-            results = executor.map(_scan_file, files, chunksize=_CHUNK_FILES)
-        if progress:
-            # Created after the workers are forked: tqdm's monitor thread must not be running at fork time.
-            from tqdm import tqdm
-
-            bar = tqdm(total=len(files), unit="file", desc="demo corpus", file=sys.stderr, dynamic_ncols=True)
+    corpus = _CorpusText(max_bytes)
+    with _scanned(files, workers) as results, _progress_bar(len(files), progress) as bar:
         for file_documents in results:
-            files_scanned += 1
-            used = False
-            # A module's docstrings make one document: they share a topic, and docstring-sized documents
-            # would give pre-training examples of ~40 tokens, mostly padding.
-            merged = [[paragraph for document in file_documents for paragraph in document]]
-            for document in merged:
-                kept: list[str] = []
-                for paragraph in document:
-                    if paragraph in seen:
-                        continue
-                    # The blank line between documents is paid by a document's first paragraph.
-                    cost = len(paragraph.encode("utf-8")) + 1 + (1 if documents and not kept else 0)
-                    if size + cost > max_bytes:
-                        full = True
-                        break
-                    seen.add(paragraph)
-                    kept.append(paragraph)
-                    size += cost
-                if kept:
-                    documents.append("\n".join(kept) + "\n")
-                    paragraphs += len(kept)
-                    used = True
-                if full:
-                    break
-            files_used += used
+            corpus.add_file(file_documents)
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix_str(f"{size / 1e6:.1f}/{max_bytes / 1e6:.1f} MB", refresh=False)
-            if full:
+                bar.set_postfix_str(f"{corpus.size / 1e6:.1f}/{max_bytes / 1e6:.1f} MB", refresh=False)
+            if corpus.full:
                 break
-    finally:
-        if executor is not None:
-            # Stopping at max_bytes leaves queued files unparsed; there is no point waiting for them.
-            executor.shutdown(wait=True, cancel_futures=True)
-        if bar is not None:
-            bar.close()
-
-    data = "\n".join(documents).encode("utf-8")
+    data = corpus.encode()
     atomic_write_bytes(Path(out_path), data)
     return DemoCorpusStats(
-        files_scanned=files_scanned,
-        files_used=files_used,
-        documents=len(documents),
-        paragraphs=paragraphs,
+        files_scanned=corpus.files_scanned,
+        files_used=corpus.files_used,
+        documents=len(corpus.documents),
+        paragraphs=corpus.paragraphs,
         bytes=len(data),
         seconds=time.perf_counter() - start,
     )
+
+
+def cached_demo_corpus(cache_dir: Path, progress: bool = False, max_bytes: int = DEFAULT_MAX_BYTES) -> Path:
+    """The demo corpus in `cache_dir`, built there once per Python version and size (announced on stderr)."""
+    size = f"-{max_bytes // 1_000_000}mb" if max_bytes != DEFAULT_MAX_BYTES else ""
+    path = cache_dir / f"demo-corpus-py{sys.version_info.major}{sys.version_info.minor}{size}.txt"
+    print(f"using the {DEMO_CORPUS_LABEL}", file=sys.stderr)
+    if not path.is_file():
+        try:
+            stats = build_demo_corpus(path, max_bytes=max_bytes, progress=progress)
+        except OSError as e:
+            raise InputError(
+                f"cannot write the demo corpus to {path} ({e}); set ELECTRA_CACHE to a writable dir"
+            ) from e
+        print(
+            f"built the demo corpus {path}: {stats.documents:,} documents, {stats.bytes / 1e6:.1f} MB "
+            f"in {stats.seconds:.0f} s",
+            file=sys.stderr,
+        )
+    return path

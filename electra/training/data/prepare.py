@@ -23,13 +23,14 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from electra import __version__
 from electra.atomic import atomic_dir, check_output_dir
 from electra.errors import InputError
+from electra.files import DATA_MANIFEST_JSON, DATA_TOKENIZER_DIR
 from electra.training.data import packing
 from electra.training.data.corpus import (
     DEFAULT_CHUNK_CHARS,
@@ -39,10 +40,24 @@ from electra.training.data.corpus import (
     parse_documents,
     resolve_sources,
 )
-from electra.training.data.dataset import FORMAT, FORMAT_VERSION, SplitWriter, ids_dtype
+from electra.training.data.dataset import FORMAT, FORMAT_VERSION, SPLITS, SplitWriter, ids_dtype
 from electra.training.data.sentences import split_sentences
 
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from electra.tokenizer import SpecialIds
+
 MIN_SEQ_LEN = 8
+# What each chunk reports, summed over the corpus (the manifest's "counts").
+_COUNTS = (
+    "documents",
+    "sentences",
+    "tokens",
+    "truncated_tokens",
+    "random_target_examples",
+    "single_segment_examples",
+)
 
 
 @dataclass
@@ -97,6 +112,21 @@ class PrepareSummary:
     tokens_per_second: float
     corpus_bytes: int
     undecodable_bytes: dict[str, int]
+
+    def report_lines(self) -> list[str]:
+        """What a user should read after a prepare: the counts, and warnings prefixed with "warning:"."""
+        lines = [
+            f"warning: {n} undecodable bytes in {path} were replaced with U+FFFD"
+            for path, n in self.undecodable_bytes.items()
+        ]
+        lines.append(
+            f"wrote {self.out}: {self.train_examples:,} train + {self.val_examples:,} val examples from "
+            f"{self.documents:,} documents ({self.tokens:,} tokens) in {self.seconds:.1f} s, "
+            f"{self.tokens_per_second:,.0f} tokens/s"
+        )
+        if self.val_examples == 0:
+            lines.append("warning: the validation split is empty; raise --val-fraction or add documents")
+        return lines
 
 
 # Worker state, set once per process by _init_worker (a spawned process cannot inherit it).
@@ -214,96 +244,29 @@ def _run_chunks(chunks: Iterator[Chunk], init_args: tuple, workers: int) -> Iter
 
 
 def prepare_dataset(cfg: PrepareConfig) -> PrepareSummary:
-    from tqdm import tqdm
-
-    from electra.tokenizer import load_tokenizer, save_tokenizer, special_ids, tokenizer_fingerprint
+    """Tokenize and pack the corpus into the dataset directory `cfg.out`, which appears only when complete."""
+    from electra.tokenizer import load_tokenizer, save_tokenizer, special_ids
 
     cfg.validate()
     paths = resolve_sources(cfg.corpus)
     tok = load_tokenizer(cfg.tokenizer)
     specials = special_ids(tok)
     check_output_dir(Path(cfg.out), cfg.overwrite)  # fail before the long work, not after it
-    vocab_size = tok.get_vocab_size()
-    dtype = ids_dtype(vocab_size)
     stats = CorpusStats()
     disk_bytes = sum(p.stat().st_size for p in paths)
     start = time.perf_counter()
-    counts = dict.fromkeys(
-        (
-            "documents",
-            "sentences",
-            "tokens",
-            "truncated_tokens",
-            "random_target_examples",
-            "single_segment_examples",
-        ),
-        0,
-    )
     with atomic_dir(Path(cfg.out), overwrite=cfg.overwrite) as tmp:
-        (tmp / "tokenizer").mkdir()
-        save_tokenizer(tok, tmp / "tokenizer")
-        writers = {
-            "train": SplitWriter(tmp / "train", cfg.max_seq_len, dtype),
-            "val": SplitWriter(tmp / "val", cfg.max_seq_len, dtype),
-        }
-        bar = tqdm(
-            total=disk_bytes,
-            unit="B",
-            unit_scale=True,
-            desc="prepare",
-            disable=not cfg.progress,
-            file=sys.stderr,
-            dynamic_ncols=True,
-        )
-        try:
-            chunks = iter_chunks(paths, stats, cfg.chunk_chars, on_bytes=bar.update)
-            init_args = (tok.to_str(), cfg.max_seq_len, cfg.seed, cfg.val_fraction)
-            for result in _run_chunks(chunks, init_args, cfg.workers):
-                writers["train"].append(*result.train)
-                writers["val"].append(*result.val)
-                for key in counts:
-                    counts[key] += getattr(result, key)
-                elapsed = max(time.perf_counter() - start, 1e-9)
-                bar.set_postfix(tokens=f"{counts['tokens']:,}", tok_s=f"{counts['tokens'] / elapsed:,.0f}")
-        finally:
-            bar.close()
-        split_info = {name: w.close() for name, w in writers.items()}
+        (tmp / DATA_TOKENIZER_DIR).mkdir()
+        save_tokenizer(tok, tmp / DATA_TOKENIZER_DIR)
+        counts, split_info = _write_splits(tmp, cfg, tok, paths, stats, disk_bytes)
         if counts["tokens"] == 0:
             raise InputError(
                 f"the corpus is empty: {', '.join(map(str, paths[:3]))}{' ...' if len(paths) > 3 else ''} "
                 "holds no text; pass files with one sentence or paragraph per line"
             )
         seconds = time.perf_counter() - start
-        manifest = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
-            "electra_version": __version__,
-            "max_seq_len": cfg.max_seq_len,
-            "seed": cfg.seed,
-            "val_fraction": cfg.val_fraction,
-            "packing": {
-                "single_segment_prob": packing.SINGLE_SEGMENT_PROB,
-                "short_seq_prob": packing.SHORT_SEQ_PROB,
-                "chunk_chars": cfg.chunk_chars,
-            },
-            "tokenizer": {
-                "fingerprint": tokenizer_fingerprint(tok),
-                "vocab_size": vocab_size,
-                "source": str(cfg.tokenizer),
-                "special_ids": asdict(specials),
-                "dir": "tokenizer",
-            },
-            "corpus": {
-                "files": stats.files,
-                "bytes_on_disk": disk_bytes,
-                "chars": stats.chars,
-                "undecodable_bytes": stats.undecodable_bytes,
-            },
-            "counts": counts,
-            "splits": split_info,
-        }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        manifest = _manifest(cfg, tok, specials, stats, disk_bytes, counts, split_info)
+        (tmp / DATA_MANIFEST_JSON).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return PrepareSummary(
         out=str(cfg.out),
         train_examples=split_info["train"]["examples"],
@@ -317,3 +280,80 @@ def prepare_dataset(cfg: PrepareConfig) -> PrepareSummary:
         corpus_bytes=disk_bytes,
         undecodable_bytes=stats.undecodable_bytes,
     )
+
+
+def _write_splits(
+    tmp: Path, cfg: PrepareConfig, tok: Tokenizer, paths: list[Path], stats: CorpusStats, disk_bytes: int
+) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
+    """Stream the corpus through the workers into train/ and val/ under `tmp`: (counts, split info)."""
+    from tqdm import tqdm
+
+    dtype = ids_dtype(tok.get_vocab_size())
+    writers = {name: SplitWriter(tmp / name, cfg.max_seq_len, dtype) for name in SPLITS}
+    counts = dict.fromkeys(_COUNTS, 0)
+    start = time.perf_counter()
+    bar = tqdm(
+        total=disk_bytes,
+        unit="B",
+        unit_scale=True,
+        desc="prepare",
+        disable=not cfg.progress,
+        file=sys.stderr,
+        dynamic_ncols=True,
+    )
+    try:
+        chunks = iter_chunks(paths, stats, cfg.chunk_chars, on_bytes=bar.update)
+        init_args = (tok.to_str(), cfg.max_seq_len, cfg.seed, cfg.val_fraction)
+        for result in _run_chunks(chunks, init_args, cfg.workers):
+            writers["train"].append(*result.train)
+            writers["val"].append(*result.val)
+            for key in counts:
+                counts[key] += getattr(result, key)
+            elapsed = max(time.perf_counter() - start, 1e-9)
+            bar.set_postfix(tokens=f"{counts['tokens']:,}", tok_s=f"{counts['tokens'] / elapsed:,.0f}")
+    finally:
+        bar.close()
+    return counts, {name: w.close() for name, w in writers.items()}
+
+
+def _manifest(
+    cfg: PrepareConfig,
+    tok: Tokenizer,
+    specials: SpecialIds,
+    stats: CorpusStats,
+    disk_bytes: int,
+    counts: dict[str, int],
+    split_info: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """The dataset's manifest.json: what it was made from and how, its counts, and every array's checksum."""
+    from electra.tokenizer import tokenizer_fingerprint
+
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "electra_version": __version__,
+        "max_seq_len": cfg.max_seq_len,
+        "seed": cfg.seed,
+        "val_fraction": cfg.val_fraction,
+        "packing": {
+            "single_segment_prob": packing.SINGLE_SEGMENT_PROB,
+            "short_seq_prob": packing.SHORT_SEQ_PROB,
+            "chunk_chars": cfg.chunk_chars,
+        },
+        "tokenizer": {
+            "fingerprint": tokenizer_fingerprint(tok),
+            "vocab_size": tok.get_vocab_size(),
+            "source": str(cfg.tokenizer),
+            "special_ids": asdict(specials),
+            "dir": DATA_TOKENIZER_DIR,
+        },
+        "corpus": {
+            "files": stats.files,
+            "bytes_on_disk": disk_bytes,
+            "chars": stats.chars,
+            "undecodable_bytes": stats.undecodable_bytes,
+        },
+        "counts": counts,
+        "splits": split_info,
+    }

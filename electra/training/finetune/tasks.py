@@ -118,6 +118,22 @@ TASKS: dict[str, TaskSpec] = {
 }
 
 
+def custom_task(labels: tuple[str, ...] | None) -> TaskSpec:
+    """The spec of a custom data set: its label names in id order (`label_names`), or None for regression."""
+    regression = labels is None
+    return TaskSpec(
+        name="custom",
+        dir_name="",
+        labels=labels,
+        metrics=("pearson", "spearman") if regression else ("accuracy",),
+        main_metric="pearson" if regression else "accuracy",
+        dev_splits=("dev",),
+        test_splits=("test",),
+        default_epochs=3,
+        submission_name="custom",
+    )
+
+
 @dataclass(frozen=True)
 class _Layout:
     """Header names of the columns a task's files use (test files have `index` and no `label`)."""
@@ -247,21 +263,9 @@ def read_glue(task: str | TaskSpec, data_dir: Path, split: str) -> ExampleList:
     path = _task_file(spec, data_dir, file_name)
     is_test = split in spec.test_splits
     lines = _read_lines(path)
-    out = ExampleList()
     if spec.name == "cola" and not is_test:
-        for row, (number, line) in enumerate(lines):
-            fields = line.split("\t")
-            if len(fields) != _COLA_COLUMNS:
-                raise InputError(
-                    f"{path}:{number}: {len(fields)} tab-separated columns, expected {_COLA_COLUMNS} "
-                    "(source, label, original label, sentence; CoLA train/dev have no header row)"
-                )
-            label = _check_label(spec, path, number, fields[_COLA_LABEL])
-            out.append(Example(f"{split}-{row}", fields[_COLA_TEXT], None, label))
-        if not out:
-            raise InputError(f"{path}: empty file; expected a GLUE TSV file (download_glue_data.py)")
-        return out
-
+        return _read_cola(spec, path, split, lines)
+    out = ExampleList()
     layout = _LAYOUTS[spec.name]
     header_number, header_line = next(lines)
     header = [h.strip() for h in header_line.split("\t")]
@@ -304,6 +308,23 @@ def read_glue(task: str | TaskSpec, data_dir: Path, split: str) -> ExampleList:
             f"{path}: has a header but no examples; the file is truncated (download_glue_data.py)"
         )
     out.skipped_lines = tuple(skipped)
+    return out
+
+
+def _read_cola(spec: TaskSpec, path: Path, split: str, lines: Iterator[tuple[int, str]]) -> ExampleList:
+    """CoLA train/dev: fixed columns and no header row."""
+    out = ExampleList()
+    for row, (number, line) in enumerate(lines):
+        fields = line.split("\t")
+        if len(fields) != _COLA_COLUMNS:
+            raise InputError(
+                f"{path}:{number}: {len(fields)} tab-separated columns, expected {_COLA_COLUMNS} "
+                "(source, label, original label, sentence; CoLA train/dev have no header row)"
+            )
+        label = _check_label(spec, path, number, fields[_COLA_LABEL])
+        out.append(Example(f"{split}-{row}", fields[_COLA_TEXT], None, label))
+    if not out:
+        raise InputError(f"{path}: empty file; expected a GLUE TSV file (download_glue_data.py)")
     return out
 
 

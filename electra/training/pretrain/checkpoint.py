@@ -5,8 +5,11 @@ Layout of a run directory::
     RUN/checkpoints/step-00000100/
         model.safetensors    every tensor once; names that alias another tensor are listed in its metadata
         optimizer.pt         torch.save of the optimizer state_dict (absent when none was given)
-        rng.pt               capture_rng_state(): python, numpy, torch (and CUDA) generators (absent if none)
+        rng.pt               rng.capture_rng_state(): python, numpy, torch, CUDA generators (absent if none)
         trainer_state.json   whatever JSON the trainer hands over: step, tokens seen, data position, ...
+
+This module is the storage format; checkpoint_manager.CheckpointManager decides what a training run puts in
+it and restores it.
         COMPLETE.json        written last: size and sha256 of every other file
 
 A checkpoint is built in a hidden temporary directory next to its destination and renamed into place only
@@ -29,7 +32,6 @@ import contextlib
 import hashlib
 import json
 import os
-import random
 import re
 import secrets
 import shutil
@@ -42,7 +44,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import safetensors.torch
 import torch
 from safetensors import SafetensorError, safe_open
@@ -50,9 +51,8 @@ from safetensors import SafetensorError, safe_open
 from electra import __version__
 from electra.atomic import fsync_dir
 from electra.errors import ElectraError, InputError
+from electra.files import CHECKPOINTS_DIR, MODEL_SAFETENSORS
 
-CHECKPOINTS_DIR = "checkpoints"
-MODEL_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.pt"
 RNG_FILE = "rng.pt"
 TRAINER_STATE_FILE = "trainer_state.json"
@@ -62,8 +62,8 @@ FORMAT_VERSION = 1
 # safetensors metadata key holding {alias name: name of the stored tensor it shares memory with}.
 ALIASES_KEY = "electra.aliases"
 
-_REQUIRED_FILES = (MODEL_FILE, TRAINER_STATE_FILE)
-_KNOWN_FILES = frozenset((MODEL_FILE, OPTIMIZER_FILE, RNG_FILE, TRAINER_STATE_FILE))
+_REQUIRED_FILES = (MODEL_SAFETENSORS, TRAINER_STATE_FILE)
+_KNOWN_FILES = frozenset((MODEL_SAFETENSORS, OPTIMIZER_FILE, RNG_FILE, TRAINER_STATE_FILE))
 _STEP_DIR = re.compile(r"step-(\d+)")
 # Hidden leftovers of an interrupted save: `.step-N.tmp-*` (being built) and `.step-N.old-*` (being replaced).
 _STALE_DIR = re.compile(r"\.step-\d+\.(?:tmp|old)-.+")
@@ -224,9 +224,9 @@ def _write_files(
 ) -> None:
     # "format": "pt" is what transformers and other safetensors readers expect from torch checkpoints.
     metadata = {"format": "pt", ALIASES_KEY: json.dumps(aliases, sort_keys=True)}
-    safetensors.torch.save_file(stored, tmp / MODEL_FILE, metadata=metadata)
-    _fsync_file(tmp / MODEL_FILE)
-    written = [MODEL_FILE]
+    safetensors.torch.save_file(stored, tmp / MODEL_SAFETENSORS, metadata=metadata)
+    _fsync_file(tmp / MODEL_SAFETENSORS)
+    written = [MODEL_SAFETENSORS]
     if optimizer_state is not None:
         _torch_save(optimizer_state, tmp / OPTIMIZER_FILE)
         written.append(OPTIMIZER_FILE)
@@ -459,7 +459,7 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> Che
     assert manifest is not None
     files = manifest["files"]
     try:
-        tensors = _load_tensors(path / MODEL_FILE, map_location)
+        tensors = _load_tensors(path / MODEL_SAFETENSORS, map_location)
         optimizer = None
         if OPTIMIZER_FILE in files:
             optimizer = torch.load(path / OPTIMIZER_FILE, map_location=map_location, weights_only=True)
@@ -493,72 +493,3 @@ def _load_tensors(file: Path, map_location: str | torch.device) -> dict[str, tor
             raise ValueError(f"alias {alias!r} points at {target!r}, which is not stored")
         tensors[alias] = tensors[target]
     return tensors
-
-
-# ------------------------------------------------------------------------------------------------------ RNG
-
-
-def capture_rng_state() -> dict:
-    """The global generators a training step draws from, as tensors and plain values.
-
-    Python's and numpy's states are tuples holding big ints and a uint32 array: converted to int64 tensors
-    so rng.pt loads with weights_only=True like every other pickle here. DataLoader worker and other
-    private generators are the trainer's business (their seeds belong in trainer_state).
-    """
-    py_version, py_internal, py_gauss = random.getstate()
-    np_name, np_key, np_pos, np_has_gauss, np_cached = np.random.get_state(legacy=True)
-    state: dict[str, Any] = {
-        "python": {
-            "version": py_version,
-            "state": torch.tensor(py_internal, dtype=torch.int64),
-            "gauss_next": py_gauss,
-        },
-        "numpy": {
-            "bit_generator": np_name,
-            "key": torch.from_numpy(np.asarray(np_key, dtype=np.int64)),
-            "pos": int(np_pos),
-            "has_gauss": int(np_has_gauss),
-            "cached_gaussian": float(np_cached),
-        },
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def restore_rng_state(state: dict) -> None:
-    """Undo capture_rng_state. All-or-nothing: a malformed state changes no generator.
-
-    CUDA states are restored per device for as many devices as both the state and this machine have: a
-    resume on fewer or more GPUs still works, only its random stream differs on the unmatched devices.
-    """
-    try:
-        py = state["python"]
-        py_state = (int(py["version"]), tuple(int(x) for x in py["state"].tolist()), py["gauss_next"])
-        npy = state["numpy"]
-        np_state = (
-            str(npy["bit_generator"]),
-            npy["key"].numpy().astype(np.uint32),
-            int(npy["pos"]),
-            int(npy["has_gauss"]),
-            float(npy["cached_gaussian"]),
-        )
-        torch_state = state["torch"]
-        if not isinstance(torch_state, torch.Tensor) or torch_state.dtype != torch.uint8:
-            raise TypeError("'torch' is not a uint8 tensor")
-        cuda_states = list(state.get("cuda") or [])
-        # Dry runs on private generators: they reject a bad length or version before a global one changes.
-        random.Random().setstate(py_state)
-        np.random.RandomState().set_state(np_state)
-        torch.Generator().set_state(torch_state.cpu())
-    except (LookupError, TypeError, ValueError, AttributeError, RuntimeError) as e:
-        raise InputError(
-            f"RNG state is malformed ({type(e).__name__}: {e}); it was not produced by capture_rng_state"
-        ) from e
-    random.setstate(py_state)
-    np.random.set_state(np_state)
-    torch.set_rng_state(torch_state.cpu())
-    if cuda_states and torch.cuda.is_available():
-        for device, cuda_state in enumerate(cuda_states[: torch.cuda.device_count()]):
-            torch.cuda.set_rng_state(cuda_state.cpu(), device)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from electra.training.data.dataset import Split
+from electra.training.data.dataset import SplitArrays
+from electra.training.pretrain.objective import num_predictions
 
 
 @dataclass
@@ -29,10 +30,15 @@ class DataPosition:
         return cls(epoch=int(d["epoch"]), offset=int(d["offset"]))
 
 
-class BatchSampler:
-    """Global batches of example indices; an epoch's tail shorter than a batch is skipped (fixed shapes)."""
+class GlobalBatchOrder:
+    """Global batches of example indices; an epoch's tail shorter than a batch is skipped (fixed shapes).
 
-    def __init__(self, num_examples: int, global_batch: int, seed: int, position: DataPosition | None = None):
+    Checkpointable like the other training parts: its state is the data position.
+    """
+
+    def __init__(
+        self, num_examples: int, global_batch: int, seed: int, position: DataPosition | None = None
+    ) -> None:
         if num_examples < global_batch:
             raise ValueError(f"{num_examples} examples cannot fill one batch of {global_batch}")
         self.num_examples = num_examples
@@ -56,8 +62,14 @@ class BatchSampler:
         pos.offset += self.global_batch
         return idx
 
+    def state_dict(self) -> dict[str, int]:
+        return self.position.to_dict()
 
-def load_rows(split: Split, indices: np.ndarray, device: torch.device | str) -> dict[str, torch.Tensor]:
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.position = DataPosition.from_dict(state)
+
+
+def load_rows(split: SplitArrays, indices: np.ndarray, device: torch.device | str) -> dict[str, torch.Tensor]:
     """Read rows (sorted for locality on disk, then put back in order) into model-ready tensors."""
     order = np.argsort(indices, kind="stable")
     sorted_idx = indices[order]
@@ -83,3 +95,19 @@ def micro_slice(
 ) -> np.ndarray:
     start = (micro * world + rank) * micro_batch
     return global_indices[start : start + micro_batch]
+
+
+def batch_counts(
+    split: SplitArrays, rows: np.ndarray, special_ids: tuple[int, ...], p: float
+) -> tuple[int, int]:
+    """(real tokens, masked predictions) of a global batch, by the objective's own counting rule.
+
+    Known from the data alone, before any forward pass: the losses are normalised by them so that a step's
+    gradient does not depend on how the batch is split over ranks and micro-steps.
+    """
+    rows = np.sort(rows)  # ascending indices read the memmap sequentially
+    input_ids = np.asarray(split.input_ids[rows])
+    lengths = np.asarray(split.lengths[rows], dtype=np.int64)
+    valid = np.arange(input_ids.shape[1])[None, :] < lengths[:, None]
+    candidates = (valid & ~np.isin(input_ids, special_ids)).sum(axis=1)
+    return int(lengths.sum()), int(num_predictions(torch.from_numpy(candidates), p).sum())

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from electra.errors import InputError
+from electra.files import CURVES_PNG, METRICS_JSONL
 
 PANELS = (
     ("mlm_loss", "generator MLM loss"),
@@ -21,10 +22,10 @@ PANELS = (
 
 
 def read_metrics(run: Path) -> list[dict[str, Any]]:
-    path = run / "metrics.jsonl"
+    path = run / METRICS_JSONL
     if not path.is_file():
         raise InputError(
-            f"{run} has no metrics.jsonl; point `electra plot` at a run directory of `electra pretrain`"
+            f"{run} has no {METRICS_JSONL}; point `electra plot` at a run directory of `electra pretrain`"
         )
     records = []
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -44,7 +45,7 @@ def plot_run(run: Path, out: Path | None = None) -> Path:
     import matplotlib.pyplot as plt
 
     records = read_metrics(run)
-    out = out or run / "curves.png"
+    out = out or run / CURVES_PNG
     fig, axes = plt.subplots(2, 4, figsize=(20, 8))
 
     def series(key: str, split: str = "train") -> list[tuple[int, float]]:

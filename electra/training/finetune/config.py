@@ -1,0 +1,62 @@
+"""The options of one `electra finetune` run, and the columns custom data files are read from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from electra.errors import InputError
+
+
+@dataclass(frozen=True)
+class CustomColumns:
+    """Where a custom CSV / TSV / JSONL file keeps its texts and labels; label None reads unlabeled input."""
+
+    text: str = "text"
+    text_pair: str | None = None
+    label: str | None = "label"
+    regression: bool = False
+
+
+@dataclass
+class FinetuneConfig:
+    """Every option of `electra finetune`; saved flat under "config" in eval_results.json.
+
+    `lr`, `layerwise_lr_decay` and `epochs` left None follow the recipe: `electra.sizes.finetune_recipe` for
+    the model's width and the task's default epochs.
+    """
+
+    task: str
+    model: Path
+    out: Path
+    data_dir: Path | None = None
+    train: Path | None = None
+    dev: Path | None = None
+    text_column: str = "text"
+    text_pair_column: str | None = None
+    label_column: str = "label"
+    regression: bool = False
+    epochs: int | None = None
+    lr: float | None = None
+    layerwise_lr_decay: float | None = None
+    batch_size: int = 32
+    max_seq_len: int = 128
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.0
+    seeds: list[int] = field(default_factory=lambda: [1])
+    precision: str | None = None
+    device: str | None = None
+    max_train_examples: int | None = None
+    overwrite: bool = False
+    progress: bool = True
+
+    @property
+    def columns(self) -> CustomColumns:
+        return CustomColumns(self.text_column, self.text_pair_column, self.label_column, self.regression)
+
+    def validate(self) -> None:
+        """Reject settings that would fail only after the data is read and tokenized."""
+        if self.batch_size < 1 or self.max_seq_len < 8:
+            raise InputError("--batch-size must be >= 1 and --max-seq-len >= 8")
+        if not self.seeds:
+            raise InputError("--seeds needs at least one seed, e.g. --seeds 1,2,3")

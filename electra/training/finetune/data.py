@@ -1,0 +1,66 @@
+"""The examples a fine-tuning run trains and evaluates on: GLUE splits or custom files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from electra.errors import InputError
+from electra.training.finetune.config import CustomColumns, FinetuneConfig
+from electra.training.finetune.tasks import (
+    TASKS,
+    Example,
+    TaskSpec,
+    custom_task,
+    label_names,
+    read_custom,
+    read_glue,
+)
+
+
+def read_columns(path: Path, columns: CustomColumns) -> list[Example]:
+    return read_custom(path, columns.text, columns.text_pair, columns.label, columns.regression)
+
+
+def glue_dev_splits(task: TaskSpec, data_dir: Path | None) -> dict[str, list[Example]]:
+    """Every dev split of a GLUE task by name (MNLI has two)."""
+    if data_dir is None:
+        raise InputError(f"--task {task.name} needs --data-dir (the GLUE directory)")
+    return {split: read_glue(task, data_dir, split) for split in task.dev_splits}
+
+
+def load_datasets(cfg: FinetuneConfig) -> tuple[TaskSpec, list[Example], dict[str, list[Example]]]:
+    """The task, its training examples, and its dev splits by name."""
+    if cfg.task == "custom":
+        return _custom_datasets(cfg)
+    if cfg.task not in TASKS:
+        raise InputError(f"--task {cfg.task!r} is not one of {', '.join([*TASKS, 'custom'])}")
+    if cfg.data_dir is None:
+        raise InputError(f"--task {cfg.task} needs --data-dir (the GLUE directory)")
+    task = TASKS[cfg.task]
+    train = read_glue(task, cfg.data_dir, "train")
+    return task, train, glue_dev_splits(task, cfg.data_dir)
+
+
+def _custom_datasets(cfg: FinetuneConfig) -> tuple[TaskSpec, list[Example], dict[str, list[Example]]]:
+    if cfg.train is None or cfg.dev is None:
+        raise InputError("--task custom needs --train FILE and --dev FILE (CSV, TSV or JSONL)")
+    train = read_columns(cfg.train, cfg.columns)
+    dev = read_columns(cfg.dev, cfg.columns)
+    # The training set defines the label ids, so a dev label it lacks could never be predicted.
+    task = custom_task(None if cfg.regression else label_names(train))
+    if task.labels is not None:
+        unknown = sorted({str(e.label) for e in dev} - set(task.labels))
+        if unknown:
+            raise InputError(
+                f"{cfg.dev} has labels {unknown[:5]} that never occur in {cfg.train}; the classifier "
+                "cannot predict them: fix the labels or add training examples"
+            )
+    return task, train, {"dev": dev}
+
+
+def subsample(examples: list[Example], n: int) -> list[Example]:
+    """A random subset of n examples in file order; the same one for every seed (a fixed generator)."""
+    keep = np.sort(np.random.default_rng(0).permutation(len(examples))[:n])
+    return [examples[i] for i in keep]

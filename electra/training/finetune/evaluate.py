@@ -1,0 +1,42 @@
+"""`electra evaluate`: the dev-set metrics of a fine-tuned classifier."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from pathlib import Path
+
+from electra.errors import InputError
+from electra.training.finetune.config import CustomColumns
+from electra.training.finetune.data import glue_dev_splits, read_columns
+from electra.training.finetune.encoding import encode
+from electra.training.finetune.inference import predict_logits, score
+from electra.training.finetune.model_dir import load_classifier
+
+
+def evaluate_model(
+    model_dir: Path,
+    task: str,
+    *,
+    data_dir: Path | None = None,
+    dev: Path | None = None,
+    columns: CustomColumns | None = None,
+    max_seq_len: int = 128,
+    device: str | None = None,
+) -> dict[str, dict[str, float]]:
+    """Metrics by dev split: the GLUE task's dev splits in `data_dir`, or "dev" for the custom file `dev`.
+
+    A custom file is read with `columns` (default: text and label). Runs in fp32 on any device.
+    """
+    clf = load_classifier(model_dir, task, device)
+    if task == "custom":
+        if dev is None:
+            raise InputError("--task custom needs --dev FILE to evaluate on")
+        splits = {"dev": read_columns(dev, columns or CustomColumns())}
+    else:
+        splits = glue_dev_splits(clf.task, data_dir)
+    results = {}
+    for name, examples in splits.items():
+        data = encode(clf.tokenizer, examples, clf.task, max_seq_len)
+        logits = predict_logits(clf.model, data, clf.pad_id, clf.device, nullcontext())
+        results[name] = score(clf.task, logits, data.labels)
+    return results

@@ -1,0 +1,90 @@
+"""Model directories: where a discriminator is found, its tokenizer, and loading a fine-tuned classifier."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from electra.errors import InputError
+from electra.files import CONFIG_JSON, DISCRIMINATOR_DIR
+from electra.hf_format import load_hf_dir
+from electra.tokenizer import load_tokenizer, special_ids
+from electra.training.device import resolve_device
+from electra.training.finetune.tasks import TASKS, TaskSpec, custom_task
+
+
+def resolve_model_dir(path: Path) -> Path:
+    """A Hugging Face directory, or a run of `electra pretrain` (its discriminator)."""
+    if not path.exists():
+        raise InputError(f"--model {path} does not exist")
+    if (path / CONFIG_JSON).is_file():
+        return path
+    if (path / DISCRIMINATOR_DIR / CONFIG_JSON).is_file():
+        return path / DISCRIMINATOR_DIR
+    raise InputError(
+        f"--model {path} is not a model directory (no config.json); pass a Hugging Face ELECTRA directory or "
+        "the --out of `electra pretrain`"
+    )
+
+
+def load_model_tokenizer(model_dir: Path) -> Any:
+    """The tokenizer saved with a model, with an error that names the --model it came from."""
+    try:
+        return load_tokenizer(model_dir)
+    except InputError as e:
+        raise InputError(f"--model {model_dir} has no usable tokenizer ({e})") from e
+
+
+def classifier_head_config(labels: tuple[str, ...] | None) -> dict[str, Any]:
+    """Config overrides that give a discriminator a head for these labels (None: one regression output).
+
+    The label names go into id2label / label2id, so the saved model predicts label strings on its own.
+    """
+    if labels is None:
+        return {
+            "num_labels": 1,
+            "problem_type": "regression",
+            "id2label": {0: "LABEL_0"},
+            "label2id": {"LABEL_0": 0},
+        }
+    return {
+        "num_labels": len(labels),
+        "problem_type": "single_label_classification",
+        "id2label": dict(enumerate(labels)),
+        "label2id": {name: i for i, name in enumerate(labels)},
+    }
+
+
+@dataclass
+class Classifier:
+    """A fine-tuned classifier ready to run: the model on its device, its tokenizer and its task."""
+
+    model: nn.Module
+    tokenizer: Any
+    pad_id: int
+    device: torch.device
+    task: TaskSpec
+
+
+def load_classifier(model_dir: Path, task_name: str, device: str | None) -> Classifier:
+    """The output directory of `electra finetune` on `device` (default CUDA when available)."""
+    model = load_hf_dir(model_dir, kind="classifier")
+    tok = load_model_tokenizer(model_dir)
+    torch_device = resolve_device(device)
+    return Classifier(
+        model.to(torch_device), tok, special_ids(tok).pad, torch_device, task_for_model(task_name, model)
+    )
+
+
+def task_for_model(name: str, model: nn.Module) -> TaskSpec:
+    """The task spec; for custom data rebuilt from the labels the classifier was saved with."""
+    if name != "custom":
+        return TASKS[name]
+    cfg = model.config
+    if cfg.problem_type == "regression":
+        return custom_task(None)
+    return custom_task(tuple(cfg.id2label[i] for i in range(cfg.num_labels)))

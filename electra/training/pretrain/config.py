@@ -1,0 +1,96 @@
+"""The options of `electra pretrain`; `resolved()` fills in the per-size defaults of electra.sizes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from electra.errors import InputError
+from electra.sizes import SIZES
+
+OBJECTIVES = ("electra", "mlm")
+# Options that count something and make no sense below one.
+_AT_LEAST_ONE = (
+    "steps",
+    "batch_size",
+    "grad_accum",
+    "log_every",
+    "eval_every",
+    "checkpoint_every",
+    "keep_checkpoints",
+)
+
+
+@dataclass
+class PretrainConfig:
+    data: Path
+    out: Path
+    size: str = "small"
+    objective: str = "electra"
+    steps: int | None = None
+    batch_size: int | None = None
+    grad_accum: int = 1
+    lr: float | None = None
+    warmup_steps: int | None = None
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    generator_size: float | None = None
+    mask_prob: float | None = None
+    disc_weight: float = 50.0
+    dropout: float | None = None
+    stop_at: int | None = None
+    precision: str | None = None
+    compile: bool = False
+    seed: int = 0
+    resume: bool = False
+    overwrite: bool = False
+    init: Path | None = None
+    device: str | None = None
+    log_every: int = 10
+    eval_every: int = 500
+    eval_batches: int = 10
+    checkpoint_every: int = 1000
+    keep_checkpoints: int = 3
+    progress: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def resolved(self) -> PretrainConfig:
+        """Fill the paper's defaults for the size; validate. Device and precision are checked where they are
+        resolved (electra.training.device)."""
+        if self.size not in SIZES:
+            raise InputError(f"--size {self.size!r} is not one of {', '.join(SIZES)}")
+        if self.objective not in OBJECTIVES:
+            raise InputError(f"--objective {self.objective!r} is not one of {', '.join(OBJECTIVES)}")
+        size = SIZES[self.size]
+        steps = self.steps if self.steps is not None else size.pretrain_steps
+        c = replace(
+            self,
+            data=Path(self.data),
+            out=Path(self.out),
+            init=Path(self.init) if self.init else None,
+            steps=steps,
+            batch_size=self.batch_size if self.batch_size is not None else size.pretrain_batch_size,
+            lr=self.lr if self.lr is not None else size.pretrain_lr,
+            mask_prob=self.mask_prob if self.mask_prob is not None else size.mask_prob,
+            # The paper warms up for 10k of 1M steps; short runs warm up for their first 10%.
+            warmup_steps=(
+                self.warmup_steps if self.warmup_steps is not None else min(10_000, max(1, steps // 10))
+            ),
+            extra=dict(self.extra),
+        )
+        for name in _AT_LEAST_ONE:
+            if getattr(c, name) < 1:
+                raise InputError(f"--{name.replace('_', '-')} must be at least 1")
+        if not 0 < c.mask_prob < 1:
+            raise InputError(f"--mask-prob {c.mask_prob} must be in (0, 1)")
+        if c.dropout is not None and not 0 <= c.dropout < 1:
+            raise InputError(f"--dropout {c.dropout} must be in [0, 1)")
+        if c.lr <= 0:
+            raise InputError(f"--lr {c.lr} must be positive")
+        return c
+
+    def to_json(self) -> dict[str, Any]:
+        """The options as JSON values (paths as strings), as run_config.json and checkpoints record them."""
+        return json.loads(json.dumps(asdict(self), default=str))
