@@ -1,7 +1,8 @@
 """Atomic outputs: a killed or failed run never leaves a half-written file or directory behind.
 
 Everything is built next to its destination (same filesystem, so the final rename is atomic) and moved into
-place only when complete.
+place only when complete. What lands there gets the permissions the umask gives any new file or directory
+(0755/0644 under the usual 022), not the owner-only 0700/0600 of `tempfile`'s temporary names.
 """
 
 from __future__ import annotations
@@ -9,11 +10,77 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 from electra.errors import InputError
+
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux tells (/proc/self/status, since 4.7).
+
+    Elsewhere os.umask is the only way, and it sets while it reads: the umask is process-global, so for
+    that instant another thread's new file would get the temporary one. 0o077 is used for that instant,
+    which can only make such a file more private, never less.
+    """
+    mask = _umask_from_proc()
+    if mask is not None:
+        return mask
+    with _UMASK_LOCK:
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
+
+
+def _umask_from_proc() -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def dir_mode() -> int:
+    """The mode mkdir gives a new directory: 0o777 & ~umask (0o755 under the usual 022)."""
+    return 0o777 & ~current_umask()
+
+
+def file_mode() -> int:
+    """The mode open() gives a new file: 0o666 & ~umask (0o644 under the usual 022)."""
+    return 0o666 & ~current_umask()
+
+
+def make_temp_dir(prefix: str, parent: Path) -> Path:
+    """tempfile.mkdtemp in `parent`, with the mode a plain mkdir would give (dir_mode()), not 0o700."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    try:
+        os.chmod(tmp, dir_mode())
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return tmp
+
+
+def open_up_private_files(root: Path) -> None:
+    """Give the files under `root` that a library created owner-only (0o600: safetensors' save_file, a
+    tempfile) the mode open() would have given them; other modes are left as their writer chose."""
+    mode = file_mode()
+    if mode == 0o600:
+        return
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            with contextlib.suppress(OSError):
+                if stat.S_IMODE(os.lstat(path).st_mode) == 0o600 and not os.path.islink(path):
+                    os.chmod(path, mode)
 
 
 def check_output_dir(out: Path, overwrite: bool) -> None:
@@ -51,9 +118,10 @@ def atomic_dir(out: Path, overwrite: bool = False) -> Iterator[Path]:
     out = Path(out)
     check_output_dir(out, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    tmp = make_temp_dir(f".{out.name}.tmp-", out.parent)
     try:
         yield tmp
+        open_up_private_files(tmp)
         _fsync_tree(tmp)
         if out.exists():
             trash = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
@@ -75,6 +143,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), file_mode())  # not mkstemp's 0o600: what open() would give
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

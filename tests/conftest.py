@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,33 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 N_DOCS = 60
 N_WORDS = 40
+
+
+@pytest.fixture(autouse=True)
+def _hub_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never download: a Hub id that is not in a cache the test built fails at once, even on a machine
+    with network access (subprocesses inherit it). Tests of the online path take it out themselves."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """`electra.cli.main.main` configures logging for the process (electra.logs.configure): every test starts
+    unconfigured and the root logger and electra.logs' state are put back after it, so no test sees
+    another's configuration."""
+    from electra import logs
+
+    root, electra = logging.getLogger(), logging.getLogger("electra")
+    saved = (list(root.handlers), root.level, electra.level, logs._configured)
+    # Start unconfigured even when a module-scoped fixture ran the CLI before this test.
+    root.handlers[:] = [h for h in root.handlers if not isinstance(h, logs.StderrHandler)]
+    logs._configured = None
+    yield
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
+    electra.setLevel(saved[2])
+    logs._configured = saved[3]
+    logging.captureWarnings(False)
 
 
 def shared_path(relative: str) -> Path:

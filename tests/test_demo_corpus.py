@@ -1,8 +1,14 @@
-"""Tests for the embedded demo corpus (docstrings of the installed Python modules)."""
+"""Tests for the embedded demo corpus (docstrings of the pinned PyTorch sources)."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import importlib.metadata
+import json
 import os
+import re
+import site
 import sysconfig
 from pathlib import Path
 
@@ -11,13 +17,23 @@ import pytest
 from electra.errors import InputError
 from electra.training.data import demo_corpus
 from electra.training.data.demo_corpus import (
+    CORPUS_FORMAT,
     DEMO_CORPUS_LABEL,
+    DEMO_SOURCES,
+    REFERENCE_CORPUS,
     DemoCorpusStats,
+    PinnedSource,
     build_demo_corpus,
     cached_demo_corpus,
+    check_sources,
     extract_documents,
     iter_source_files,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
+# The pinned sources are what this environment has (the README's install gives exactly them).
+PINNED = all(check.matches for check in check_sources())
+needs_pinned = pytest.mark.skipif(not PINNED, reason="the pinned demo corpus sources are not installed")
 
 SYNTHETIC_MODULE = '''\
 """Module summary line that is long enough to keep.
@@ -224,17 +240,76 @@ def test_extract_documents_on_real_stdlib_module_reads_as_prose() -> None:
 # iter_source_files
 
 
-def test_iter_source_files_is_deterministic_and_starts_with_the_stdlib() -> None:
+def test_iter_source_files_are_the_pinned_distributions_files_in_sorted_order() -> None:
     files = iter_source_files()
     assert files == iter_source_files()
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    assert files and files[0].is_relative_to(stdlib)
-    in_stdlib = [path.is_relative_to(stdlib) and "site-packages" not in path.parts for path in files]
-    assert in_stdlib == sorted(in_stdlib, reverse=True), "all stdlib files come before site-packages"
-    assert all(path.suffix == ".py" for path in files)
-    for path in files:
-        assert not {"test", "tests", "idlelib", "__pycache__"} & set(path.parts[len(stdlib.parts) :])
-    assert stdlib / "textwrap.py" in files
+    dist = importlib.metadata.distribution("torch")
+    root = Path(str(dist.locate_file("")))
+    relative = [path.relative_to(root).as_posix() for path in files]
+    assert relative == sorted(relative, key=lambda rel: tuple(rel.split("/")))
+    assert all(rel.endswith(".py") for rel in relative)
+    assert {rel.split("/")[0] for rel in relative} == set(DEMO_SOURCES[0].packages)
+    assert not any({"test", "tests", "__pycache__"} & set(rel.split("/")[:-1]) for rel in relative)
+    assert "torch/nn/modules/module.py" in relative
+    # Only files the distribution itself installed (its RECORD): nothing else in site-packages.
+    recorded = {entry.as_posix() for entry in dist.files or []}
+    assert set(relative) <= recorded
+
+
+def test_pinned_sources_are_the_pins_of_constraints_txt() -> None:
+    constraints = (ROOT / "constraints.txt").read_text(encoding="utf-8")
+    for source in DEMO_SOURCES:
+        assert re.search(
+            rf"^{re.escape(source.distribution)}=={re.escape(source.version)}$", constraints, re.M
+        )
+    assert REFERENCE_CORPUS.sources == {source.distribution: source.version for source in DEMO_SOURCES}
+
+
+def _fake_site(root: Path) -> Path:
+    """A site directory holding an unrelated installed package, with docstrings and a RECORD."""
+    package = root / "zz_unrelated_pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        _doc("An unrelated package whose docstrings must never reach the demo corpus at all."),
+        encoding="utf-8",
+    )
+    info = root / "zz_unrelated_pkg-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: zz-unrelated-pkg\nVersion: 1.0\n")
+    (info / "RECORD").write_text("zz_unrelated_pkg/__init__.py,,\nzz_unrelated_pkg-1.0.dist-info/RECORD,,\n")
+    (info / "top_level.txt").write_text("zz_unrelated_pkg\n")
+    return root
+
+
+def test_other_installed_packages_do_not_change_the_corpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = build_demo_corpus(tmp_path / "before.txt", max_bytes=200_000, workers=1)
+    extra = _fake_site(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(extra))
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(extra), *site.getsitepackages()])
+    monkeypatch.setattr(sysconfig, "get_paths", lambda *a, **k: {"stdlib": str(extra), "purelib": str(extra)})
+    assert importlib.metadata.version("zz-unrelated-pkg") == "1.0"  # it is installed, as far as Python knows
+    assert not any(path.is_relative_to(extra) for path in iter_source_files())
+    after = build_demo_corpus(tmp_path / "after.txt", max_bytes=200_000, workers=1)
+    assert (tmp_path / "before.txt").read_bytes() == (tmp_path / "after.txt").read_bytes()
+    assert before.sha256 == after.sha256
+    assert b"unrelated package" not in (tmp_path / "after.txt").read_bytes()
+
+
+def test_a_missing_source_is_one_input_error_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = PinnedSource("electra-no-such-distribution", "1.2.3", ("electra_no_such_distribution",))
+    monkeypatch.setattr(demo_corpus, "DEMO_SOURCES", (missing,))
+    expected = (
+        r"electra-no-such-distribution 1\.2\.3, which is not installed: pip install .*==1\.2\.3.*--corpus"
+    )
+    with pytest.raises(InputError, match=expected):
+        build_demo_corpus(tmp_path / "corpus.txt", workers=1)
+    with pytest.raises(InputError, match=expected):
+        cached_demo_corpus(tmp_path / "cache")
+    assert not (tmp_path / "corpus.txt").exists() and not (tmp_path / "cache").exists()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -343,7 +418,11 @@ def test_failed_write_keeps_the_old_file_and_no_temporary(
 
 
 # ---------------------------------------------------------------------------------------------------------
-# cached_demo_corpus: built once per Python version and size, then reused
+# cached_demo_corpus: built once per source versions and size, fingerprinted, then reused
+
+
+def _torch_tag() -> str:
+    return "torch-" + importlib.metadata.version("torch").split("+")[0]
 
 
 def test_cache_builds_once_then_reuses(
@@ -351,14 +430,22 @@ def test_cache_builds_once_then_reuses(
 ) -> None:
     cache = tmp_path / "cache"
     path = cached_demo_corpus(cache)
-    assert path.parent == cache and path.name.startswith("demo-corpus-py") and path.suffix == ".txt"
-    assert "-" not in path.name.removeprefix("demo-corpus-"), "the default size is not in the name"
+    assert path == cache / f"demo-corpus-{CORPUS_FORMAT}-{_torch_tag()}.txt", (
+        "the default size is not in the name"
+    )
     first = capsys.readouterr()
     assert first.out == ""
     assert f"using the {DEMO_CORPUS_LABEL}" in first.err
     assert f"built the demo corpus {path}: 3 documents" in first.err
     built = path.read_bytes()
     assert built.startswith(P1.encode())
+    sha = hashlib.sha256(built).hexdigest()
+    saved = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    assert saved["sha256"] == sha and saved["bytes"] == len(built) and saved["format"] == CORPUS_FORMAT
+    assert saved["sources"] == {"torch": importlib.metadata.version("torch")}
+    installed = importlib.metadata.version("torch")
+    assert f"demo corpus fingerprint: torch {installed}; {len(built):,} bytes, " in first.err
+    assert f"sha256 {sha[:16]}" in first.err
 
     def no_rebuild(*args: object, **kwargs: object) -> DemoCorpusStats:
         raise AssertionError("the cached corpus was rebuilt")
@@ -366,12 +453,46 @@ def test_cache_builds_once_then_reuses(
     monkeypatch.setattr(demo_corpus, "build_demo_corpus", no_rebuild)
     assert cached_demo_corpus(cache) == path and path.read_bytes() == built
     again = capsys.readouterr()
-    assert f"using the {DEMO_CORPUS_LABEL}" in again.err and "built" not in again.err
+    assert f"using the {DEMO_CORPUS_LABEL}" in again.err and "built the demo corpus" not in again.err
+    assert f"sha256 {sha[:16]}" in again.err, "the fingerprint is printed on reuse too"
 
     monkeypatch.undo()
     monkeypatch.setattr(demo_corpus, "iter_source_files", lambda: list(synthetic_files))
     small = cached_demo_corpus(cache, max_bytes=3_000_000)
     assert small != path and small.name.endswith("-3mb.txt") and small.read_bytes() == built
+
+
+def test_cache_rebuilds_a_corpus_that_does_not_match_its_fingerprint(
+    synthetic_files: list[Path], tmp_path: Path, capsys
+) -> None:
+    path = cached_demo_corpus(tmp_path)
+    built = path.read_bytes()
+    path.write_bytes(built[:-10])  # truncated (a full disk, a stray edit)
+    capsys.readouterr()
+    assert cached_demo_corpus(tmp_path) == path and path.read_bytes() == built
+    assert "built the demo corpus" in capsys.readouterr().err
+    path.with_suffix(".json").write_text("{not json", encoding="utf-8")
+    assert cached_demo_corpus(tmp_path) == path and path.read_bytes() == built
+    assert "built the demo corpus" in capsys.readouterr().err
+
+
+def test_another_source_version_is_one_warning_line_and_still_builds(
+    synthetic_files: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    monkeypatch.setattr(demo_corpus, "DEMO_SOURCES", (PinnedSource("torch", "0.0.1", ("torch",)),))
+    reference = dataclasses.replace(REFERENCE_CORPUS, sources={"torch": "0.0.1"})
+    monkeypatch.setattr(demo_corpus, "REFERENCE_CORPUS", reference)
+    installed = importlib.metadata.version("torch")
+    path = cached_demo_corpus(tmp_path)
+    assert path.is_file() and _torch_tag() in path.name
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: the demo corpus is pinned to torch 0.0.1 (constraints.txt) but torch {installed} is "
+        "installed: the corpus, and so the demo model, will differ from the reference (pip install "
+        "torch==0.0.1 to match)"
+    ]
+    assert "not the reference corpus" in err
 
 
 def test_unwritable_cache_is_one_clear_input_error(synthetic_files: list[Path], tmp_path: Path) -> None:
@@ -383,7 +504,7 @@ def test_unwritable_cache_is_one_clear_input_error(synthetic_files: list[Path], 
 
 
 # ---------------------------------------------------------------------------------------------------------
-# build_demo_corpus on the real installed modules (one small build per worker count)
+# build_demo_corpus on the real pinned sources
 
 
 def test_real_build_is_small_prose_and_deterministic(tmp_path: Path) -> None:
@@ -393,7 +514,8 @@ def test_real_build_is_small_prose_and_deterministic(tmp_path: Path) -> None:
     data = (tmp_path / "one.txt").read_bytes()
     assert data == (tmp_path / "two.txt").read_bytes()
     assert 0 < len(data) <= max_bytes and one.bytes == two.bytes == len(data)
-    # The stdlib alone has well over 300 kB of docstrings, so the budget is nearly filled.
+    assert one.sha256 == two.sha256 == hashlib.sha256(data).hexdigest()
+    # PyTorch has well over 300 kB of docstrings, so the budget is nearly filled.
     assert len(data) > max_bytes * 0.9
     assert one.files_used <= one.files_scanned < len(iter_source_files())
     text = data.decode("utf-8")
@@ -404,5 +526,38 @@ def test_real_build_is_small_prose_and_deterministic(tmp_path: Path) -> None:
     assert letters > 0.75 * len(text.replace(" ", "").replace("\n", ""))
 
 
-def test_label_says_it_is_a_demo() -> None:
+@pytest.fixture(scope="module")
+def reference_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, DemoCorpusStats]:
+    out = tmp_path_factory.mktemp("reference") / "corpus.txt"
+    return out, build_demo_corpus(out, workers=2)
+
+
+@pytest.mark.slow
+@needs_pinned
+def test_full_build_of_the_pinned_sources_is_the_reference_corpus(
+    reference_build: tuple[Path, DemoCorpusStats],
+) -> None:
+    stats = reference_build[1]
+    assert (stats.bytes, stats.sha256) == (REFERENCE_CORPUS.bytes, REFERENCE_CORPUS.sha256), (
+        "the demo corpus changed: if that is intended, update REFERENCE_CORPUS (and CORPUS_FORMAT)"
+    )
+    # Size and time stay reasonable for the demo (the build takes ~10 s on 2 cores).
+    assert 1_000_000 < stats.bytes < 20_000_000 and stats.documents > 1000
+
+
+@pytest.mark.slow
+@needs_pinned
+def test_the_demo_example_sentences_are_not_in_the_corpus(
+    reference_build: tuple[Path, DemoCorpusStats],
+) -> None:
+    from electra.demo import EXAMPLE_SENTENCES
+
+    text = reference_build[0].read_text(encoding="utf-8")
+    assert [sentence for sentence in EXAMPLE_SENTENCES if sentence in text] == []
+
+
+def test_label_says_it_is_a_demo_of_the_pinned_sources() -> None:
     assert DEMO_CORPUS_LABEL.startswith("demo corpus:") and "--corpus" in DEMO_CORPUS_LABEL
+    assert "not real training data" in DEMO_CORPUS_LABEL
+    for source in DEMO_SOURCES:
+        assert f"{source.distribution} {source.version}" in DEMO_CORPUS_LABEL

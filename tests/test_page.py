@@ -74,6 +74,26 @@ def server(
         yield srv
 
 
+# The server's --example: markup, quotes and a script end tag must reach the box as text.
+EXAMPLE = "The chef cooked the river. </script><b>not bold</b> \"quoted\" & 'single'\n\tsecond line 🙂"
+
+
+@pytest.fixture(scope="module")
+def example_server(
+    serving_bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    port = free_port()
+    log = tmp_path_factory.mktemp("page-example-server") / "server.log"
+    cmd = serve_command("--model", f"detector={serving_bundles['detector']}", "--example", EXAMPLE)
+    cmd += ["--host", "127.0.0.1", "--port", str(port)]
+    with start_server(cmd, url=f"http://127.0.0.1:{port}", log=log, cwd=ROOT) as srv:
+        try:
+            srv.wait_ready(READY_TIMEOUT_S, name="electra serve --example")
+        except ServerNotReady as e:
+            pytest.fail(str(e))
+        yield srv
+
+
 def detect(server: ServerProcess, text: str, **options: object) -> dict:
     status, _, body = http("POST", f"{server.url}/detect", {"text": text, **options})
     assert status == 200, f"/detect answered {status}: {body[:500]!r}"
@@ -92,8 +112,12 @@ def chromium() -> str:
     return path
 
 
+# Chromium resolves no host name but the server's: a page that needs the internet fails as it would offline.
+OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
+
+
 def run_chromium(args: list[str], profile: Path, timeout: float = 90.0) -> subprocess.CompletedProcess:
-    cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+    cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", OFFLINE]
     # A private profile: parallel or leftover Chromium processes never share (and lock) one.
     cmd += [f"--user-data-dir={profile}", "--no-first-run", "--virtual-time-budget=10000", *args]
     proc = subprocess.run(cmd, capture_output=True, timeout=timeout)
@@ -115,7 +139,8 @@ class Span:
 
 
 class PageDom(HTMLParser):
-    """What the test reads from the dumped DOM: body state, error text, token spans and #result's text."""
+    """What the test reads from the dumped DOM: body state, error text, token spans, #result's text and the
+    text box's initial content."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -123,6 +148,8 @@ class PageDom(HTMLParser):
         self.spans: list[Span] = []
         self.result_text = ""
         self.error_text = ""
+        self.textarea: str | None = None
+        self._in_textarea = False
         self._result_depth = 0  # >0 while inside #result: counts its open elements to find its end
         self._span: Span | None = None
         self._in_error = False
@@ -133,6 +160,9 @@ class PageDom(HTMLParser):
             self.state = a.get("data-state")
         if a.get("id") == "error":
             self._in_error = True
+        if tag == "textarea":
+            self._in_textarea = True
+            self.textarea = ""
         if self._result_depth:
             self._result_depth += 1
             classes = a.get("class", "").split()
@@ -145,12 +175,15 @@ class PageDom(HTMLParser):
             self._result_depth = 1
 
     def handle_endtag(self, tag: str) -> None:
+        self._in_textarea = self._in_textarea and tag != "textarea"
         if self._result_depth:
             self._result_depth -= 1
             self._span = None
         self._in_error = self._in_error and tag != "div"
 
     def handle_data(self, data: str) -> None:
+        if self._in_textarea:
+            self.textarea = (self.textarea or "") + data
         if self._result_depth:
             self.result_text += data
             if self._span is not None:
@@ -244,3 +277,31 @@ def test_page_screenshot(server: ServerProcess, tmp_path: Path) -> None:
     if os.environ.get("ELECTRA_UPDATE_SCREENSHOT"):
         SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shot, SCREENSHOT)
+
+
+@pytest.mark.slow
+def test_page_is_prefilled_with_the_server_example(example_server: ServerProcess, tmp_path: Path) -> None:
+    dom = dump_dom(example_server, tmp_path / "profile")
+    assert dom.state == "idle", f"page state {dom.state!r}, error shown: {dom.error_text!r}"
+    assert dom.textarea == EXAMPLE
+    # A link's ?text= wins over the example: that text is what gets detected.
+    dom = dump_dom(example_server, tmp_path / "profile2", text="the cat sat")
+    assert dom.state == "done", dom.error_text
+    assert dom.result_text == "the cat sat"
+
+
+@pytest.mark.slow
+def test_page_box_is_empty_without_an_example(server: ServerProcess, tmp_path: Path) -> None:
+    dom = dump_dom(server, tmp_path / "profile")
+    assert dom.textarea == ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ["/schema", "/schema/swagger"])
+def test_api_docs_render_without_internet(example_server: ServerProcess, tmp_path: Path, path: str) -> None:
+    """Swagger UI from the server's own assets, with every other host unresolvable: the operations show."""
+    out = run_chromium(["--dump-dom", f"{example_server.url}{path}"], tmp_path / "profile").stdout.decode()
+    assert 'class="swagger-ui' in out, out[:3000]
+    for route in ("/detect", "/classify", "/models", "/health/ready"):
+        assert f'data-path="{route}"' in out, route
+    assert "Failed to load API definition" not in out and "Unable to render" not in out

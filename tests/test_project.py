@@ -76,4 +76,4 @@ def test_demo_builds_every_stage_serves_the_bundle_and_reuses_stages(tmp_path: P
 
     # A second run reuses every finished stage.
     assert main([*argv, "--no-serve", "--quiet"]) == 0
-    assert capsys.readouterr().err.count("reusing") == 4
+    assert capsys.readouterr().err.count("reusing") == 5

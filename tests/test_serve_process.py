@@ -582,6 +582,20 @@ def test_command_line_wins_over_environment() -> None:
     assert s.max_texts == 7  # not on the command line: the environment's
 
 
+def test_example_from_flag_or_environment() -> None:
+    """--example / ELECTRA_EXAMPLE: the page's pre-filled text, taken verbatim (quotes, markup, newlines)."""
+    text = 'The chef </script> said "hi"\nand left.'
+    assert settings_from(parse("--model", "a=/b"), {}).example is None
+    assert settings_from(parse("--model", "a=/b", "--example", text), {}).example == text
+    assert settings_from(parse("--model", "a=/b"), {"ELECTRA_EXAMPLE": text}).example == text
+    both = settings_from(parse("--model", "a=/b", "--example", "cli"), {"ELECTRA_EXAMPLE": text})
+    assert both.example == "cli"
+    from electra.cli.serve_cmd import OPTIONS, env_name
+
+    assert OPTIONS["example"].help == "text the page at / is pre-filled with"
+    assert env_name("example") == "ELECTRA_EXAMPLE"
+
+
 def test_empty_environment_values_are_unset() -> None:
     s = settings_from(
         parse("--model", "a=/b"), {"ELECTRA_PORT": "", "ELECTRA_MODELS": "", "ELECTRA_HOST": ""}

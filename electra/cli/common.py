@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 DEFAULT_CACHE = Path(os.environ.get("ELECTRA_CACHE", Path.home() / ".cache" / "electra"))
@@ -22,12 +21,16 @@ def positive_int(value: str) -> int:
 
 def add_progress_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--quiet", action="store_true", help="no progress bar (also when stderr is not a terminal)"
+        "--quiet",
+        action="store_true",
+        help="no progress (a bar on a terminal; otherwise a line every 30 s, ELECTRA_PROGRESS_INTERVAL)",
     )
 
 
 def show_progress(args: argparse.Namespace) -> bool:
-    return not args.quiet and sys.stderr.isatty()
+    """Whether to show progress: always unless --quiet. electra.progress picks a bar on a terminal and a
+    periodic plain line elsewhere (a log file, nohup, a container)."""
+    return not args.quiet
 
 
 def default_workers() -> int:
@@ -35,7 +38,7 @@ def default_workers() -> int:
 
 
 def demo_corpus(progress: bool = False) -> Path:
-    """The embedded demo corpus, built once per Python installation and cached in DEFAULT_CACHE."""
+    """The embedded demo corpus, built once per version of its pinned source and cached in DEFAULT_CACHE."""
     from electra.training.data.demo_corpus import cached_demo_corpus
 
     return cached_demo_corpus(DEFAULT_CACHE, progress=progress)

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import sys
+import logging
 from pathlib import Path
 
 from electra.cli.common import add_progress_flag, default_workers, demo_corpus, positive_int, show_progress
 from electra.files import TOKENIZER_JSON, VOCAB_TXT
+from electra.hub import EXAMPLE_ID, REVISION_HELP
+from electra.training.data.prepare import PrepareConfig
+
+# The defaults shown in --help and used when an option is left out: PrepareConfig's (one source).
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(PrepareConfig)}
+
+log = logging.getLogger("electra.cli")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,26 +41,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument(
         "--tokenizer",
         required=True,
-        help=f"{TOKENIZER_JSON}, a BERT {VOCAB_TXT}, or a directory holding one (e.g. a Hugging Face model)",
+        help=f"{TOKENIZER_JSON}, a BERT {VOCAB_TXT}, or a directory holding one (e.g. a Hugging Face model); "
+        f"or a Hugging Face Hub id (e.g. {EXAMPLE_ID}): its tokenizer files only are fetched",
     )
+    d.add_argument("--revision", help=REVISION_HELP)
     d.add_argument(
-        "--max-seq-len", type=int, default=128, help="tokens per example incl. specials (default 128)"
+        "--max-seq-len",
+        type=int,
+        default=DEFAULTS["max_seq_len"],
+        help="tokens per example incl. specials (default: %(default)s)",
     )
     d.add_argument("--out", type=Path, required=True, help="output directory")
     d.add_argument(
         "--val-fraction",
         type=float,
-        default=0.005,
-        help="fraction of documents held out for validation (default 0.005)",
+        default=DEFAULTS["val_fraction"],
+        help="fraction of documents held out for validation (default: %(default)s)",
     )
-    d.add_argument("--seed", type=int, default=0, help="seed for packing decisions and the split (default 0)")
+    d.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULTS["seed"],
+        help="seed for packing decisions and the split (default: %(default)s)",
+    )
     d.add_argument(
         "--workers",
         type=positive_int,
         default=default_workers(),
-        help="worker processes (default: one per core)",
+        help="worker processes (default: one per core, here %(default)s)",
     )
-    d.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    d.add_argument("--overwrite", action="store_true", help="replace --out if it exists (default: refuse to)")
     add_progress_flag(d)
     d.set_defaults(handler=prepare)
 
@@ -64,13 +82,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def prepare(args: argparse.Namespace) -> int:
-    from electra.training.data.prepare import PrepareConfig, prepare_dataset
+    from electra.hub import resolve
+    from electra.training.data.prepare import prepare_dataset
 
     progress = show_progress(args)
+    # A Hub id becomes its snapshot in the Hugging Face cache (tokenizer files only).
+    tokenizer = str(resolve(args.tokenizer, args.revision, what="tokenizer"))
     corpus = args.corpus or [str(demo_corpus(progress=progress))]
     cfg = PrepareConfig(
         corpus=corpus,
-        tokenizer=args.tokenizer,
+        tokenizer=tokenizer,
         out=args.out,
         max_seq_len=args.max_seq_len,
         val_fraction=args.val_fraction,
@@ -87,7 +108,10 @@ def prepare(args: argparse.Namespace) -> int:
 def report(summary) -> None:
     """The summary on stdout, warnings on stderr."""
     for line in summary.report_lines():
-        print(line, file=sys.stderr if line.startswith("warning:") else sys.stdout)
+        if line.startswith("warning: "):
+            log.warning(line.removeprefix("warning: "))
+        else:
+            print(line)
 
 
 def info(args: argparse.Namespace) -> int:

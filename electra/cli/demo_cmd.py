@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from electra.cli.common import add_progress_flag, default_workers, positive_int, show_progress
-from electra.demo import DEMO_MODEL_NAME, DemoConfig, build_demo, serve_demo
+from electra.demo import DemoConfig, build_demo, serve_command, serve_demo
 
 _DEFAULTS = DemoConfig()
 # (DemoConfig field, argument type, help): the defaults come from DemoConfig.
@@ -23,10 +23,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
         help="the whole pipeline on the embedded demo corpus, then serve the model (no download needed)",
-        description="Build the demo corpus (docstrings of the installed Python modules), train a tokenizer "
-        "on it, prepare pre-training data, pre-train a tiny ELECTRA for a few minutes, export it to a fused "
-        "ONNX bundle and serve it (POST /detect, the page at /), all in --workdir. Finished stages are "
-        "reused; --no-serve stops after the bundle.",
+        description="Build the demo corpus (the docstrings of the pinned PyTorch's Python sources), "
+        "train a tokenizer on it, prepare pre-training data, pre-train a tiny ELECTRA for a few minutes, "
+        "export it to a fused ONNX bundle, check it on a docstring-like sentence with one word swapped, and "
+        "serve it (POST /detect, the page at /, both showing that sentence), all in --workdir. Finished "
+        "stages are reused; --no-serve stops before serving. The demo model knows Python docstrings, not "
+        "English.",
     )
     for name, kind, what in _OPTIONS:
         default = getattr(_DEFAULTS, name)
@@ -52,8 +54,8 @@ def demo(args: argparse.Namespace) -> int:
         workers=default_workers(),
         progress=show_progress(args),
     )
-    bundle = build_demo(cfg)
+    built = build_demo(cfg)
     if args.no_serve:
-        print(f"bundle ready: {bundle}\n  serve it:  electra serve --model {DEMO_MODEL_NAME}={bundle}")
+        print(f"bundle ready: {built.bundle}\n  serve it:  {serve_command(built.bundle, built.example.text)}")
         return 0
-    return serve_demo(bundle, args.host, args.port)
+    return serve_demo(built.bundle, args.host, args.port, built.example.text)

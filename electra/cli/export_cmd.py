@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
-import sys
+import logging
 from pathlib import Path
 
 from electra.bundle import PRECISIONS
 from electra.errors import ElectraError, InputError
 from electra.files import CONFIG_JSON, EVAL_RESULTS_JSON, MODEL_ONNX
+from electra.hub import LOCAL_OR_HUB, REVISION_HELP
+from electra.onnx.export import export_bundle
+from electra.onnx.torchscript import MAX_OPSET, MIN_OPSET
+
+# The defaults shown in --help and used when an option is left out: export_bundle's (one source).
+DEFAULTS = {
+    name: p.default
+    for name, p in inspect.signature(export_bundle).parameters.items()
+    if p.default is not inspect.Parameter.empty
+}
+
+log = logging.getLogger("electra.cli")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,22 +36,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--model",
-        type=Path,
         required=True,
-        help="a discriminator (e.g. RUN/discriminator) or a fine-tuned classifier directory",
+        help="a discriminator (e.g. RUN/discriminator) or a fine-tuned classifier: " + LOCAL_OR_HUB,
     )
+    p.add_argument("--revision", help=REVISION_HELP)
     p.add_argument("--out", type=Path, required=True, help="bundle directory")
     p.add_argument(
         "--precision",
         choices=PRECISIONS,
-        default="fp32",
-        help="fp32 (default), fp16 (GPU serving), int8 (dynamic quantisation, CPU serving)",
+        default=DEFAULTS["precision"],
+        help="fp32, fp16 (GPU serving) or int8 (dynamic quantisation, CPU serving) (default: %(default)s)",
     )
-    p.add_argument("--opset", type=int, default=17, help="ONNX opset (14-20, default 17)")
-    p.add_argument("--max-seq-len", type=int, help="longest input the bundle accepts (default: the model's)")
+    p.add_argument(
+        "--opset",
+        type=int,
+        default=DEFAULTS["opset"],
+        help=f"ONNX opset, {MIN_OPSET}-{MAX_OPSET} (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-seq-len",
+        type=int,
+        help="longest input the bundle accepts (default: the model's max_position_embeddings)",
+    )
     p.add_argument("--task", help="classifier: GLUE task whose dev set measures accuracy vs PyTorch")
     p.add_argument("--data-dir", type=Path, help="classifier: GLUE data for --task")
-    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists (default: refuse to)")
     p.set_defaults(handler=run_export)
 
 
@@ -82,8 +104,10 @@ def run_export(args: argparse.Namespace) -> int:
         raise ElectraError(
             f"electra export needs {', '.join(missing)}: install both extras with pip install 'electra[all]'"
         )
-    from electra.onnx.export import export_bundle
+    from electra.hub import resolve
 
+    # A Hub id becomes its snapshot in the Hugging Face cache; the stage takes local directories only.
+    args.model = resolve(args.model, args.revision, what="model")
     meta = export_bundle(
         args.model,
         args.out,
@@ -96,5 +120,5 @@ def run_export(args: argparse.Namespace) -> int:
     size = (args.out / MODEL_ONNX).stat().st_size / 1e6
     fused = ", ".join(f"{k} {v}" for k, v in sorted(meta["fused_operators"].items()) if v)
     print(f"wrote {args.out}: {meta['kind']} {meta['precision']}, {size:.1f} MB; fused: {fused}")
-    print(f"parity: {json.dumps(meta['parity'])}", file=sys.stderr)
+    log.info("parity: %s", json.dumps(meta["parity"]))
     return 0

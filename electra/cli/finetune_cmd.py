@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import logging
 import sys
 from pathlib import Path
 
 from electra.cli.common import add_progress_flag, positive_int, show_progress
 from electra.files import EVAL_RESULTS_JSON
+from electra.hub import LOCAL_OR_HUB, REVISION_HELP
+from electra.sizes import DEFAULT_FINETUNE_LR as DEFAULT_LR
+from electra.sizes import DEFAULT_LAYERWISE_LR_DECAY as DEFAULT_DECAY
+from electra.sizes import SIZES
 from electra.training.device import DEVICES, PRECISIONS
+from electra.training.finetune.config import CustomColumns, FinetuneConfig
+from electra.training.finetune.tasks import TASKS
 
-TASK_CHOICES = ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "custom"]
+TASK_CHOICES = [*TASKS, "custom"]
+# The defaults shown in --help and used when an option is left out: FinetuneConfig's (one source).
+DEFAULTS = {
+    f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    for f in dataclasses.fields(FinetuneConfig)
+}
+SIZE_NAMES = [s for s in SIZES if s != "tiny"]  # the paper's sizes, as the recipe names them
+
+log = logging.getLogger("electra.cli")
 
 
 def _seeds(value: str) -> list[int]:
@@ -24,77 +40,145 @@ def _seeds(value: str) -> list[int]:
     return seeds
 
 
+def _number(value: float) -> str:
+    return f"{value:.0e}".replace("e-0", "e-") if 0 < value < 0.01 else f"{value:g}"
+
+
+def _per_size(attr: str, other: float) -> str:
+    """A recipe value per model width, e.g. "small 3e-4, base 1e-4, large 5e-5, other widths 1e-4"."""
+    sizes = ", ".join(f"{name} {_number(getattr(SIZES[name], attr))}" for name in SIZE_NAMES)
+    return f"{sizes}, other widths {_number(other)}"
+
+
+def _epochs() -> tuple[int, str]:
+    """The usual number of epochs and the exceptions, e.g. (3, "10 for STS-B and RTE"), from TASKS."""
+    by_epochs: dict[int, list[str]] = {}
+    for spec in TASKS.values():
+        by_epochs.setdefault(spec.default_epochs, []).append(spec.dir_name)
+    usual = max(by_epochs, key=lambda n: len(by_epochs[n]))
+    others = "; ".join(f"{n} for {' and '.join(names)}" for n, names in by_epochs.items() if n != usual)
+    return usual, others
+
+
+def _epochs_help() -> str:
+    usual, others = _epochs()
+    return f"default {usual}" + (f" ({others})" if others else "")
+
+
 def _custom_args(p: argparse.ArgumentParser, labels: bool = True) -> None:
-    p.add_argument("--text-column", default="text", help="custom data: column with the text (default text)")
+    p.add_argument(
+        "--text-column",
+        default=DEFAULTS["text_column"],
+        help="custom data: column with the text (default: %(default)s)",
+    )
     p.add_argument("--text-pair-column", help="custom data: column with the second text of a pair")
     if labels:
-        p.add_argument("--label-column", default="label", help="custom data: column with the label")
+        p.add_argument(
+            "--label-column",
+            default=DEFAULTS["label_column"],
+            help="custom data: column with the label (default: %(default)s)",
+        )
         p.add_argument("--regression", action="store_true", help="custom data: labels are numbers")
+
+
+def _model_args(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--model", required=True, help=f"{what}: {LOCAL_OR_HUB}")
+    p.add_argument("--revision", help=REVISION_HELP)
+
+
+def _inference_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--max-seq-len",
+        type=positive_int,
+        default=DEFAULTS["max_seq_len"],
+        help="longer inputs are truncated (default: %(default)s)",
+    )
+    p.add_argument("--device", choices=DEVICES, help="default: cuda when available, else cpu")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     f = sub.add_parser(
         "finetune",
         help="fine-tune a discriminator on a GLUE task or your own classification/regression data",
-        description="The ELECTRA fine-tuning recipe (layer-wise learning-rate decay, 10%% warmup, batch 32, "
-        "3 "
-        "epochs, 10 for RTE and STS-B); dev metrics after every epoch; with several --seeds the median is "
-        "reported and the best seed's model is saved in Hugging Face format with eval_results.json.",
+        description="The ELECTRA fine-tuning recipe (layer-wise learning-rate decay, "
+        f"{DEFAULTS['warmup_fraction']:.0%} linear warmup, batch {DEFAULTS['batch_size']}, "
+        f"{_epochs()[0]} epochs, {_epochs()[1]}); "
+        "dev metrics after every epoch; with several --seeds the median is reported and the best seed's "
+        "model is saved in Hugging Face format with eval_results.json.",
     )
-    f.add_argument("--task", required=True, choices=TASK_CHOICES)
     f.add_argument(
-        "--model",
-        type=Path,
-        required=True,
-        help="a Hugging Face ELECTRA directory or the --out of `electra pretrain`",
+        "--task", required=True, choices=TASK_CHOICES, help="a GLUE task, or custom (--train and --dev files)"
     )
+    _model_args(f, "a Hugging Face ELECTRA discriminator or the --out of `electra pretrain`")
     f.add_argument("--out", type=Path, required=True, help="output classifier directory")
     f.add_argument("--data-dir", type=Path, help="GLUE data (the root, or the task's folder)")
     f.add_argument("--train", type=Path, help="custom data: training file (CSV, TSV or JSONL)")
     f.add_argument("--dev", type=Path, help="custom data: dev file")
     _custom_args(f)
-    f.add_argument("--epochs", type=positive_int, help="default 3 (10 for RTE and STS-B)")
-    f.add_argument("--lr", type=float, help="default 3e-4 small, 1e-4 base, 5e-5 large")
-    f.add_argument("--layerwise-lr-decay", type=float, help="default 0.8 (0.9 large); 1 disables it")
-    f.add_argument("--batch-size", type=positive_int, default=32)
-    f.add_argument("--max-seq-len", type=positive_int, default=128)
-    f.add_argument("--seeds", type=_seeds, default=[1], help="comma-separated, e.g. 1,2,3 (default 1)")
-    f.add_argument("--precision", choices=PRECISIONS, help="default bf16 on CUDA, fp32 on CPU")
-    f.add_argument("--device", choices=DEVICES)
+    f.add_argument("--epochs", type=positive_int, help=_epochs_help())
+    f.add_argument(
+        "--lr",
+        type=float,
+        help=f"peak learning rate (default by the model's width: {_per_size('finetune_lr', DEFAULT_LR)})",
+    )
+    f.add_argument(
+        "--layerwise-lr-decay",
+        type=float,
+        help=f"default by the model's width: {_per_size('layerwise_lr_decay', DEFAULT_DECAY)}; 1 disables it",
+    )
+    f.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=DEFAULTS["batch_size"],
+        help="examples per optimizer step (default: %(default)s)",
+    )
+    f.add_argument(
+        "--seeds",
+        type=_seeds,
+        default=DEFAULTS["seeds"],
+        help="comma-separated, e.g. 1,2,3; the best seed's model is kept "
+        f"(default: {','.join(map(str, DEFAULTS['seeds']))})",
+    )
+    _inference_args(f)
+    f.add_argument("--precision", choices=PRECISIONS, help="default: bf16 on CUDA, fp32 on CPU")
     f.add_argument("--max-train-examples", type=positive_int, help="train on a random subset (quick runs)")
-    f.add_argument("--overwrite", action="store_true")
+    f.add_argument("--overwrite", action="store_true", help="replace --out if it exists (default: refuse to)")
     add_progress_flag(f)
     f.set_defaults(handler=run_finetune)
 
     e = sub.add_parser("evaluate", help="dev-set metrics of a fine-tuned classifier")
-    e.add_argument("--task", required=True, choices=TASK_CHOICES)
-    e.add_argument("--model", type=Path, required=True, help="a fine-tuned classifier directory")
+    e.add_argument("--task", required=True, choices=TASK_CHOICES, help="the task it was fine-tuned on")
+    _model_args(e, "a fine-tuned classifier")
     e.add_argument("--data-dir", type=Path, help="GLUE data (the root, or the task's folder)")
     e.add_argument("--dev", type=Path, help="custom data: the file to evaluate on")
     _custom_args(e)
-    e.add_argument("--max-seq-len", type=positive_int, default=128)
-    e.add_argument("--device", choices=DEVICES)
+    _inference_args(e)
     e.add_argument("--json", action="store_true", help="print the metrics as JSON")
     e.set_defaults(handler=run_evaluate)
 
     p = sub.add_parser("predict", help="predict labels for a file (GLUE submission format for GLUE tasks)")
-    p.add_argument("--task", required=True, choices=TASK_CHOICES)
-    p.add_argument("--model", type=Path, required=True, help="a fine-tuned classifier directory")
+    p.add_argument("--task", required=True, choices=TASK_CHOICES, help="the task it was fine-tuned on")
+    _model_args(p, "a fine-tuned classifier")
     p.add_argument("--input", type=Path, required=True, help="GLUE test.tsv, or a custom CSV/TSV/JSONL file")
     _custom_args(p, labels=False)
     p.add_argument("--out", type=Path, help="output TSV (default: stdout)")
-    p.add_argument("--max-seq-len", type=positive_int, default=128)
-    p.add_argument("--device", choices=DEVICES)
+    _inference_args(p)
     p.set_defaults(handler=run_predict)
 
 
+def _model(args: argparse.Namespace) -> Path:
+    """--model as a local directory: a Hub id is fetched into (or found in) the Hugging Face cache."""
+    from electra.hub import resolve
+
+    return resolve(args.model, args.revision, what="model")
+
+
 def run_finetune(args: argparse.Namespace) -> int:
-    from electra.training.finetune.config import FinetuneConfig
     from electra.training.finetune.trainer import finetune
 
     cfg = FinetuneConfig(
         task=args.task,
-        model=args.model,
+        model=_model(args),
         out=args.out,
         data_dir=args.data_dir,
         train=args.train,
@@ -123,11 +207,10 @@ def run_finetune(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from electra.training.finetune.config import CustomColumns
     from electra.training.finetune.evaluate import evaluate_model
 
     results = evaluate_model(
-        args.model,
+        _model(args),
         args.task,
         data_dir=args.data_dir,
         dev=args.dev,
@@ -144,11 +227,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    from electra.training.finetune.config import CustomColumns
     from electra.training.finetune.predict import predict_file
 
     rows = predict_file(
-        args.model,
+        _model(args),
         args.task,
         args.input,
         columns=CustomColumns(args.text_column, args.text_pair_column, label=None),
@@ -160,7 +242,7 @@ def run_predict(args: argparse.Namespace) -> int:
         from electra.atomic import atomic_write_text
 
         atomic_write_text(args.out, text)
-        print(f"wrote {len(rows) - 1} predictions to {args.out}", file=sys.stderr)
+        log.info("wrote %d predictions to %s", len(rows) - 1, args.out)
     else:
         sys.stdout.write(text)
     return 0

@@ -12,8 +12,13 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from electra import __version__
+from electra import __version__, logs
 from electra.errors import ElectraError
+
+LOG_FORMAT_HELP = (
+    "log lines on stderr as plain text (default: 'DATE TIME LEVEL LOGGER: message') or one JSON object "
+    f"each; also {logs.FORMAT_ENV}"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,11 +47,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--debug", action="store_true", help="show full tracebacks on errors (also ELECTRA_DEBUG=1)"
     )
+    parser.add_argument("--log-format", choices=logs.FORMATS, default=None, help=LOG_FORMAT_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for module in (tokenizer_cmd, data_cmd, pretrain_cmd, finetune_cmd, export_cmd, serve_cmd, demo_cmd):
         module.register(sub)
+    _add_to_subcommands(parser, set())
     return parser
+
+
+def _add_to_subcommands(parser: argparse.ArgumentParser, seen: set[int]) -> None:
+    """--log-format after the subcommand too (`electra serve ... --log-format json`), where it is not set
+    unless given, so `electra --log-format json serve ...` keeps working."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for child in action.choices.values():
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            child.add_argument(
+                "--log-format", choices=logs.FORMATS, default=argparse.SUPPRESS, help=LOG_FORMAT_HELP
+            )
+            _add_to_subcommands(child, seen)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     debug = args.debug or os.environ.get("ELECTRA_DEBUG", "") not in ("", "0")
     try:
+        logs.configure(args.log_format)  # None: ELECTRA_LOG_FORMAT, else plain
         return int(args.handler(args) or 0)
     except ElectraError as e:
         if debug:

@@ -4,13 +4,40 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
+import logging
+from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 from electra.cli.common import add_progress_flag, positive_int, show_progress
+from electra.config import ElectraConfig
+from electra.errors import InputError
+from electra.hub import LOCAL_OR_HUB, REVISION_HELP
 from electra.sizes import SIZES
 from electra.training.device import DEVICES, PRECISIONS
-from electra.training.pretrain.config import OBJECTIVES
+from electra.training.pretrain.config import OBJECTIVES, PretrainConfig
+
+# The defaults shown in --help and used when an option is left out: PretrainConfig's (one source); the
+# options left None there follow the paper's recipe for the size (electra.sizes).
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(PretrainConfig)}
+
+log = logging.getLogger("electra.cli")
+
+
+def _number(value: float) -> str:
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:.0e}".replace("e-0", "e-") if 0 < value < 0.01 else f"{value:g}"
+
+
+def _fraction(value: float) -> str:
+    return str(Fraction(value).limit_denominator(16))
+
+
+def _per_size(attr: str, shown: Callable[[Any], str] = _number) -> str:
+    """A recipe value for every size, e.g. "tiny 1e-3, small 5e-4, base 2e-4, large 2e-4"."""
+    return ", ".join(f"{name} {shown(getattr(size, attr))}" for name, size in SIZES.items())
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,71 +46,162 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="pre-train a discriminator with replaced-token detection (or the masked-LM baseline)",
         description="Joint generator + discriminator pre-training on data from `electra data prepare`. Paper "
         "defaults per --size; bf16 autocast + TF32 + fused AdamW on CUDA, fp32 on CPU. Several GPUs or "
-        "nodes: "
-        "launch with torchrun (see the README). SIGTERM or Ctrl-C writes a checkpoint and exits 0.",
+        "nodes: launch with torchrun (see the README). SIGTERM or Ctrl-C writes a checkpoint and exits 0.",
     )
-    p.add_argument("--data", type=Path, required=True, help="a directory written by `electra data prepare`")
-    p.add_argument(
-        "--out", type=Path, required=True, help="run directory (checkpoints, metrics, final models)"
-    )
-    p.add_argument("--size", default="small", choices=list(SIZES), help="model size")
-    p.add_argument(
-        "--objective",
-        default="electra",
-        choices=OBJECTIVES,
-        help="electra (replaced-token detection) or mlm (the BERT-style baseline, same encoder)",
-    )
-    p.add_argument("--steps", type=positive_int, help="optimizer steps (default: the paper's for the size)")
-    p.add_argument("--batch-size", type=positive_int, help="global batch in sequences (default: paper's)")
-    p.add_argument("--grad-accum", type=positive_int, default=1, help="micro-steps per optimizer step")
-    p.add_argument("--lr", type=float, help="peak learning rate (default 5e-4 small, 2e-4 base/large)")
-    p.add_argument("--warmup-steps", type=int, help="linear warmup (default 10k, or 10%% of a short run)")
-    p.add_argument("--weight-decay", type=float, default=0.01)
-    p.add_argument(
-        "--generator-size",
-        type=float,
-        help="generator hidden size as a fraction of the discriminator's (default 1/4, 1/3 base)",
-    )
-    p.add_argument("--mask-prob", type=float, help="fraction of tokens masked (default 0.15, 0.25 large)")
-    p.add_argument("--disc-weight", type=float, default=50.0, help="weight of the discriminator loss (50)")
-    p.add_argument("--dropout", type=float, help="dropout of the encoders (default 0.1)")
-    p.add_argument(
-        "--stop-at",
-        type=positive_int,
-        help="checkpoint and exit after this step (for time-limited jobs); continue with --resume",
-    )
-    p.add_argument("--precision", choices=PRECISIONS, help="default bf16 on CUDA, fp32 on CPU")
-    p.add_argument("--compile", action="store_true", help="torch.compile the training step")
-    p.add_argument("--device", choices=DEVICES, help="default: cuda when available")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--resume", action="store_true", help="continue from the newest valid checkpoint in --out")
-    p.add_argument("--overwrite", action="store_true", help="discard a previous run in --out")
-    p.add_argument("--init", type=Path, help="start from a Hugging Face ELECTRA directory")
-    p.add_argument("--log-every", type=positive_int, default=10, help="steps between metric records")
-    p.add_argument("--eval-every", type=positive_int, default=500, help="steps between validation passes")
-    p.add_argument("--checkpoint-every", type=positive_int, default=1000, help="steps between checkpoints")
-    p.add_argument("--keep-checkpoints", type=positive_int, default=3, help="checkpoints kept (newest)")
+    _add_run_args(p)
+    _add_model_args(p)
+    _add_recipe_args(p)
     add_progress_flag(p)
     p.set_defaults(handler=run_pretrain)
 
     q = sub.add_parser("plot", help="draw the training curves of a run to PNG")
     q.add_argument("run", type=Path, help="a run directory of `electra pretrain`")
-    q.add_argument("--out", type=Path, help="PNG path (default RUN/curves.png)")
+    q.add_argument("--out", type=Path, help="PNG path (default: RUN/curves.png)")
     q.set_defaults(handler=run_plot)
 
 
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    """Data, output, device and the run's bookkeeping (logging, evaluation, checkpoints, resuming)."""
+    p.add_argument("--data", type=Path, required=True, help="a directory written by `electra data prepare`")
+    p.add_argument(
+        "--out", type=Path, required=True, help="run directory (checkpoints, metrics, final models)"
+    )
+    p.add_argument(
+        "--stop-at",
+        type=positive_int,
+        help="checkpoint and exit after this step (for time-limited jobs); continue with --resume",
+    )
+    p.add_argument("--precision", choices=PRECISIONS, help="default: bf16 on CUDA, fp32 on CPU")
+    p.add_argument("--compile", action="store_true", help="torch.compile the training step")
+    p.add_argument("--device", choices=DEVICES, help="default: cuda when available, else cpu")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=DEFAULTS["seed"],
+        help="seed of initialisation and masking (default: %(default)s)",
+    )
+    p.add_argument("--resume", action="store_true", help="continue from the newest valid checkpoint in --out")
+    p.add_argument("--overwrite", action="store_true", help="discard a previous run in --out")
+    p.add_argument(
+        "--log-every",
+        type=positive_int,
+        default=DEFAULTS["log_every"],
+        help="steps between metric records (default: %(default)s)",
+    )
+    p.add_argument(
+        "--eval-every",
+        type=positive_int,
+        default=DEFAULTS["eval_every"],
+        help="steps between validation passes (default: %(default)s)",
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=positive_int,
+        default=DEFAULTS["checkpoint_every"],
+        help="steps between checkpoints (default: %(default)s)",
+    )
+    p.add_argument(
+        "--keep-checkpoints",
+        type=positive_int,
+        default=DEFAULTS["keep_checkpoints"],
+        help="checkpoints kept, the newest (default: %(default)s)",
+    )
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    """What is trained: the model size and objective, and where it starts from."""
+    p.add_argument(
+        "--size", default=DEFAULTS["size"], choices=list(SIZES), help="model size (default: %(default)s)"
+    )
+    p.add_argument(
+        "--objective",
+        default=DEFAULTS["objective"],
+        choices=OBJECTIVES,
+        help="electra (replaced-token detection) or mlm (the BERT-style baseline, same encoder) "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--generator-size",
+        type=float,
+        help="generator hidden size as a fraction of the discriminator's (default per --size: "
+        f"{_per_size('generator_fraction', _fraction)})",
+    )
+    p.add_argument(
+        "--dropout",
+        type=float,
+        help="dropout of the encoders (default: the --init model's, else "
+        f"{ElectraConfig.__dataclass_fields__['hidden_dropout_prob'].default})",
+    )
+    p.add_argument(
+        "--init",
+        help="start from a Hugging Face ELECTRA discriminator (and INIT/generator when there is one): "
+        + LOCAL_OR_HUB,
+    )
+    p.add_argument("--revision", help=REVISION_HELP + " (for --init)")
+
+
+def _add_recipe_args(p: argparse.ArgumentParser) -> None:
+    """The optimisation recipe; unset options take the paper's per-size values (electra.sizes)."""
+    p.add_argument(
+        "--steps",
+        type=positive_int,
+        help=f"optimizer steps (default per --size: {_per_size('pretrain_steps')})",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=positive_int,
+        help=f"global batch in sequences (default per --size: {_per_size('pretrain_batch_size')})",
+    )
+    p.add_argument(
+        "--grad-accum",
+        type=positive_int,
+        default=DEFAULTS["grad_accum"],
+        help="micro-steps per optimizer step (default: %(default)s)",
+    )
+    p.add_argument(
+        "--lr", type=float, help=f"peak learning rate (default per --size: {_per_size('pretrain_lr')})"
+    )
+    p.add_argument(
+        "--warmup-steps",
+        type=int,
+        help="linear warmup (default: 10k steps, or the first 10%% of a short run)",
+    )
+    p.add_argument(
+        "--weight-decay",
+        type=float,
+        default=DEFAULTS["weight_decay"],
+        help="AdamW weight decay, not on biases and LayerNorm (default: %(default)s)",
+    )
+    p.add_argument(
+        "--mask-prob",
+        type=float,
+        help=f"fraction of tokens masked (default per --size: {_per_size('mask_prob')})",
+    )
+    p.add_argument(
+        "--disc-weight",
+        type=float,
+        default=DEFAULTS["disc_weight"],
+        help="weight of the discriminator loss (default: %(default)s)",
+    )
+
+
 def run_pretrain(args: argparse.Namespace) -> int:
-    from electra.training.pretrain.config import PretrainConfig
+    from electra.hub import resolve
     from electra.training.pretrain.trainer import pretrain
 
-    # Every option of `electra pretrain` is a PretrainConfig field of the same name.
+    # Every option of `electra pretrain` is a PretrainConfig field of the same name (--revision goes with
+    # --init: a Hub id becomes the local snapshot directory here, before the stage sees it).
     options = {
         f.name: getattr(args, f.name) for f in dataclasses.fields(PretrainConfig) if hasattr(args, f.name)
     }
+    if args.init is not None:
+        options["init"] = resolve(args.init, args.revision, what="model")
+    elif args.revision is not None:
+        raise InputError("--revision goes with --init (a Hugging Face Hub id); drop it or add --init")
     result = pretrain(PretrainConfig(**options, progress=show_progress(args)))
     last = result["last"]
     if result["stopped"]:
-        print(f"stopped at step {result['step']}; continue with --resume", file=sys.stderr)
+        log.info("stopped at step %d; continue with --resume", result["step"])
     elif last:
         summary = ", ".join(
             f"{k} {last[k]:.4g}"

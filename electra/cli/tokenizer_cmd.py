@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import inspect
+import logging
 import sys
 import time
 from pathlib import Path
 
 from electra.cli.common import add_progress_flag, demo_corpus, positive_int, show_progress
 from electra.files import TOKENIZER_JSON, VOCAB_TXT
+from electra.hub import EXAMPLE_ID, REVISION_HELP
+from electra.training.data.tokenizer_train import train_tokenizer, train_tokenizer_on_files
+
+# The defaults shown in --help and used when an option is left out: train_tokenizer's (one source).
+DEFAULTS = {
+    name: p.default
+    for name, p in inspect.signature(train_tokenizer).parameters.items()
+    if p.default is not inspect.Parameter.empty
+}
+
+log = logging.getLogger("electra.cli")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,18 +42,34 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="text files, directories or glob patterns (.txt/.gz/.bz2/.xz, WikiExtractor <doc> files); "
         "default: the embedded demo corpus",
     )
-    t.add_argument("--vocab-size", type=positive_int, default=30522, help="vocabulary size (default 30522)")
-    t.add_argument("--min-frequency", type=positive_int, default=2, help="minimum pair frequency (default 2)")
+    t.add_argument(
+        "--vocab-size",
+        type=positive_int,
+        default=DEFAULTS["vocab_size"],
+        help="vocabulary size (default: %(default)s)",
+    )
+    t.add_argument(
+        "--min-frequency",
+        type=positive_int,
+        default=DEFAULTS["min_frequency"],
+        help="minimum pair frequency (default: %(default)s)",
+    )
     t.add_argument(
         "--cased", action="store_true", help="keep case and accents (default: lower-case, strip accents)"
     )
     t.add_argument("--out", type=Path, required=True, help="output directory")
-    t.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    t.add_argument("--overwrite", action="store_true", help="replace --out if it exists (default: refuse to)")
     add_progress_flag(t)
     t.set_defaults(handler=train)
 
     s = tsub.add_parser("show", help="print the tokens of a text with their character offsets")
-    s.add_argument("--tokenizer", required=True, help=f"{TOKENIZER_JSON}, {VOCAB_TXT} or a model directory")
+    s.add_argument(
+        "--tokenizer",
+        required=True,
+        help=f"{TOKENIZER_JSON}, {VOCAB_TXT} or a model directory; or a Hugging Face Hub id "
+        f"(e.g. {EXAMPLE_ID}): its tokenizer files only are fetched",
+    )
+    s.add_argument("--revision", help=REVISION_HELP)
     s.add_argument("text", nargs="?", help="text to tokenize (default: read stdin)")
     s.set_defaults(handler=show)
 
@@ -48,16 +77,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 def train(args: argparse.Namespace) -> int:
     from electra.atomic import atomic_dir, check_output_dir
     from electra.tokenizer import save_tokenizer
-    from electra.training.data.corpus import CorpusStats, iter_corpus_lines, resolve_sources
-    from electra.training.data.tokenizer_train import train_tokenizer
+    from electra.training.data.corpus import CorpusStats, resolve_sources
 
     check_output_dir(args.out, args.overwrite)
     progress = show_progress(args)
     paths = resolve_sources(args.corpus) if args.corpus else [demo_corpus(progress=progress)]
     stats = CorpusStats()
     start = time.perf_counter()
-    tok = train_tokenizer(
-        iter_corpus_lines(paths, stats),
+    tok = train_tokenizer_on_files(
+        paths,
+        stats,
         vocab_size=args.vocab_size,
         cased=args.cased,
         min_frequency=args.min_frequency,
@@ -66,7 +95,7 @@ def train(args: argparse.Namespace) -> int:
     with atomic_dir(args.out, overwrite=args.overwrite) as tmp:
         save_tokenizer(tok, tmp)
     for path, n in stats.undecodable_bytes.items():
-        print(f"warning: {n} undecodable bytes in {path} were replaced with U+FFFD", file=sys.stderr)
+        log.warning("%d undecodable bytes in %s were replaced with U+FFFD", n, path)
     print(
         f"wrote {args.out}: vocabulary of {tok.get_vocab_size():,} from {len(paths)} file(s), "
         f"{stats.bytes_read / 1e6:.1f} MB, in {time.perf_counter() - start:.1f} s"
@@ -75,9 +104,10 @@ def train(args: argparse.Namespace) -> int:
 
 
 def show(args: argparse.Namespace) -> int:
+    from electra.hub import resolve
     from electra.tokenizer import load_tokenizer
 
-    tok = load_tokenizer(args.tokenizer)
+    tok = load_tokenizer(resolve(args.tokenizer, args.revision, what="tokenizer"))
     text = args.text if args.text is not None else sys.stdin.read()
     enc = tok.encode(text)
     for token, token_id, (start, end) in zip(enc.tokens, enc.ids, enc.offsets, strict=True):

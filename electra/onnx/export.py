@@ -58,7 +58,7 @@ from electra.onnx.precision import quantization, write_precision
 from electra.onnx.source import SourceModel, check_arguments, check_dev_set, check_max_seq_len, load_source
 from electra.onnx.torchscript import ATTENTION_IMPL, EXPORTER, export_torchscript
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("electra.export")
 
 
 def export_bundle(

@@ -13,21 +13,39 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import hmac
+import importlib.util
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
+from pathlib import Path
 from typing import Annotated, Any
 
-from litestar import Litestar, MediaType, Request, Response, get, post
+from litestar import Litestar, MediaType, Request, Response, Router, get, post
 from litestar.config.cors import CORSConfig
 from litestar.connection import ASGIConnection
+from litestar.datastructures import CacheControlHeader
 from litestar.enums import RequestEncodingType
-from litestar.exceptions import HTTPException, NotAuthorizedException
+from litestar.exceptions import (
+    ClientException,
+    HTTPException,
+    NotAuthorizedException,
+    NotFoundException,
+    SerializationException,
+)
+from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.handlers.base import BaseRouteHandler
 from litestar.openapi import OpenAPIConfig, ResponseSpec
+from litestar.openapi.plugins import (
+    JsonRenderPlugin,
+    OpenAPIRenderPlugin,
+    SwaggerRenderPlugin,
+    YamlRenderPlugin,
+)
 from litestar.params import Body
 from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 
@@ -329,11 +347,63 @@ def _one_or_many(single: Any, many: list[Any] | None, single_name: str, many_nam
     return [single] if many is None else many
 
 
-def _page() -> str:
+def _page(example: str | None = None) -> str:
+    """The page at `/`, with `example` (the text its box starts with) when there is one."""
     try:
-        return resources.files("electra.serving").joinpath("static/index.html").read_text(encoding="utf-8")
+        page = resources.files("electra.serving").joinpath("static/index.html").read_text(encoding="utf-8")
     except (FileNotFoundError, OSError):
         return "<!doctype html><title>electra</title><p>The page is missing from this install; see /schema."
+    if example is None:
+        return page
+    # JSON inside a <script> element that the browser never runs: '<', '>' and '&' as \u escapes cannot end
+    # the element or start markup, whatever the text holds (ensure_ascii also escapes U+2028/U+2029).
+    data = json.dumps(example, ensure_ascii=True)
+    data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    tag = f'<script type="application/json" id="server-example">{data}</script>\n'
+    return page.replace("</head>", tag + "</head>", 1)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Request bodies: read and decoded before the handler, so that every malformed one gets the same answer
+# ----------------------------------------------------------------------------------------------------------
+
+
+# The start of every answer to a body that is not JSON, whatever is wrong with it.
+NOT_JSON = "the body is not valid JSON"
+
+
+class MalformedBody(Exception):
+    """A body that is not JSON; `str()` says why and where (error_response answers 400)."""
+
+
+async def read_json_body(request: Request[Any, Any, Any]) -> None:
+    """before_request of the JSON routes: reads the body (RequestEntityTooLarge over --max-body-bytes) and
+    decodes it (MalformedBody); Litestar keeps both, so the handler's `data` does not decode it again."""
+    body = await request.body()
+    if not body.strip():
+        raise MalformedBody("it is empty")
+    try:
+        await request.json()
+    except (SerializationException, UnicodeDecodeError) as e:
+        raise MalformedBody(_why_not_json(body, e)) from None
+
+
+def _why_not_json(body: bytes, error: Exception) -> str:
+    """What is wrong with a body msgspec could not decode, with the byte offset where it is known."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"it is not UTF-8 text (byte {e.start})"
+    message = str(error)
+    if message.startswith("JSON is malformed: "):  # "... (byte N)"
+        return message.removeprefix("JSON is malformed: ")
+    if "truncated" in message:
+        try:  # msgspec also calls a lone surrogate escape ("\ud800") truncated; the stdlib accepts it
+            json.loads(body)
+        except ValueError:
+            return f"it ends before the JSON value is complete (byte {len(body)})"
+        return "a \\uXXXX escape is half of a UTF-16 surrogate pair without the other half"
+    return message
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -343,6 +413,8 @@ def _page() -> str:
 
 def _status_of(exc: Exception) -> tuple[int, dict[str, str] | None] | None:
     """Status and headers for the exceptions of the layers below HTTP; None: not a known one (a bug)."""
+    if isinstance(exc, MalformedBody):
+        return 400, None
     if isinstance(exc, TooLong):
         return 413, None  # over the model's token limit with truncate=false
     if isinstance(exc, QueueFull):
@@ -355,10 +427,19 @@ def _status_of(exc: Exception) -> tuple[int, dict[str, str] | None] | None:
 def error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     """The app's one exception handler: `{"status_code", "detail"}` (and "extra" for validation details).
 
-    HTTPException (bad bodies, limits, API keys, unknown models, not ready) answers its own status; the
+    A body over --max-body-bytes answers 413 naming the limit (whether Content-Length declared it or a chunked
+    body outgrew it); a body that is not JSON answers 400 starting with NOT_JSON, whatever broke it.
+    HTTPException (invalid bodies, limits, API keys, unknown models, not ready) answers its own status; the
     batcher's and the runtime's exceptions are mapped by _status_of; anything else is a bug, logged with
     its traceback and answered 500 without internals.
     """
+    if isinstance(exc, RequestEntityTooLarge):  # Litestar's, raised while the body is read
+        return _error(413, _too_large(request))
+    if isinstance(exc, ClientException) and isinstance(exc.__cause__, SerializationException):
+        # A body Litestar decoded itself (a route without read_json_body): the same wording.
+        exc = MalformedBody(str(exc.__cause__).removeprefix("JSON is malformed: "))
+    if isinstance(exc, MalformedBody):
+        return _error(400, f"{NOT_JSON}: {exc}{_content_type_hint(request)}")
     if isinstance(exc, HTTPException):
         body: dict[str, Any] = {"status_code": exc.status_code, "detail": exc.detail}
         if exc.extra:
@@ -369,7 +450,33 @@ def error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[
         log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
         return Response({"status_code": 500, "detail": "internal server error (logged)"}, status_code=500)
     status, headers = mapped
-    return Response({"status_code": status, "detail": str(exc)}, status_code=status, headers=headers)
+    return _error(status, str(exc), headers)
+
+
+def _error(status: int, detail: str, headers: dict[str, str] | None = None) -> Response[dict[str, Any]]:
+    return Response({"status_code": status, "detail": detail}, status_code=status, headers=headers)
+
+
+def _too_large(request: Request[Any, Any, Any]) -> str:
+    try:
+        limit = request.route_handler.resolve_request_max_body_size()
+    except Exception:  # no route (cannot happen for a body being read): say it without the number
+        limit = None
+    size = ""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit():
+        size = f" ({int(declared):,} bytes)"
+    if limit is None:
+        return f"the request body{size} is larger than the server's limit (--max-body-bytes)"
+    return f"the request body{size} is larger than the limit of {limit:,} bytes (--max-body-bytes)"
+
+
+def _content_type_hint(request: Request[Any, Any, Any]) -> str:
+    """For a body sent as a form or as text: what to send instead (JSON is accepted whatever the type)."""
+    content_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if not content_type or content_type == "application/json" or content_type.endswith("+json"):
+        return ""
+    return f'; it was sent as {content_type}: send a JSON object such as {{"text": "..."}}'
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -411,14 +518,28 @@ def _keyed_routes(state: ServerState) -> list[Any]:
                 headers={"WWW-Authenticate": 'Bearer realm="electra"'},
             )
 
-    @post("/detect", status_code=200, guards=[require_key], tags=["inference"], responses=INFERENCE_ERRORS)
+    @post(
+        "/detect",
+        status_code=200,
+        guards=[require_key],
+        before_request=read_json_body,
+        tags=["inference"],
+        responses=INFERENCE_ERRORS,
+    )
     async def detect(
         data: Annotated[DetectRequest, Body(media_type=RequestEncodingType.JSON)],
     ) -> DetectResponse:
         """Score every token of each text: probability that it was replaced (ELECTRA's discriminator)."""
         return await state.detect(data)
 
-    @post("/classify", status_code=200, guards=[require_key], tags=["inference"], responses=INFERENCE_ERRORS)
+    @post(
+        "/classify",
+        status_code=200,
+        guards=[require_key],
+        before_request=read_json_body,
+        tags=["inference"],
+        responses=INFERENCE_ERRORS,
+    )
     async def classify(
         data: Annotated[ClassifyRequest, Body(media_type=RequestEncodingType.JSON)],
     ) -> ClassifyResponse:
@@ -435,7 +556,7 @@ def _keyed_routes(state: ServerState) -> list[Any]:
 
 def _open_routes(state: ServerState) -> list[Any]:
     """Health probes and the page: open even when the server has API keys."""
-    page = _page()
+    page = _page(state.settings.example)
 
     @get("/health/live", tags=["health"])
     async def live() -> Status:
@@ -471,13 +592,98 @@ def _prometheus() -> PrometheusConfig:
     )
 
 
+SCHEMA_PATH = "/schema"
+
+
 def _openapi_config() -> OpenAPIConfig:
+    """/schema: Swagger UI served with its own assets (no CDN, so it works offline), the schema as JSON (and
+    YAML when PyYAML is installed)."""
+    plugins: list[OpenAPIRenderPlugin] = [LocalSwaggerUI(_swagger_ui_dir()), JsonRenderPlugin()]
+    if importlib.util.find_spec("yaml") is not None:
+        plugins.append(YamlRenderPlugin())
     return OpenAPIConfig(
         title="electra",
         version=__version__,
         description="Replaced-token detection and classification with ELECTRA models (ONNX Runtime).",
-        path="/schema",
+        path=SCHEMA_PATH,
+        render_plugins=plugins,
     )
+
+
+# Swagger UI's files the docs page loads, served at /schema/assets/NAME from the swagger-ui-py package (its
+# static/ folder is Swagger UI's dist build; 25.7 ships Swagger UI 5.24, which renders OpenAPI 3.1, what
+# Litestar writes: pyproject.toml asks for that version or newer).
+SWAGGER_ASSETS = {
+    "swagger-ui.css": "text/css",
+    "swagger-ui-bundle.js": "text/javascript",
+    "swagger-ui-standalone-preset.js": "text/javascript",
+    "favicon-32x32.png": "image/png",
+}
+SWAGGER_PACKAGE = "swagger-ui-py"
+
+
+def _swagger_ui_dir() -> Path | None:
+    """Swagger UI's dist folder from the installed swagger-ui-py (module swagger_ui); None when missing.
+
+    Found without importing the module: its __init__ wires Swagger UI into other web frameworks, which the
+    server does not need."""
+    spec = importlib.util.find_spec("swagger_ui")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "static"
+    if not all((path / name).is_file() for name in SWAGGER_ASSETS):
+        return None
+    return path
+
+
+@functools.cache
+def _asset(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+class LocalSwaggerUI(SwaggerRenderPlugin):
+    """Litestar's Swagger UI page at /schema and /schema/swagger, its <script>/<link> URLs pointing at this
+    server (/schema/assets/...) rather than a CDN, so the docs render on a host without internet."""
+
+    def __init__(self, assets: Path | None) -> None:
+        base = f"{SCHEMA_PATH}/assets"
+        super().__init__(
+            js_url=f"{base}/swagger-ui-bundle.js",
+            css_url=f"{base}/swagger-ui.css",
+            standalone_preset_js_url=f"{base}/swagger-ui-standalone-preset.js",
+            favicon=f"<link rel='icon' type='image/png' href='{base}/favicon-32x32.png'>",
+            path=["/", "/swagger"],
+        )
+        self.assets = assets
+
+    def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
+        if self.assets is None:
+            return (
+                "<!doctype html><html><head><meta charset='utf-8'><title>electra API</title></head><body>"
+                f"<p>The API docs page needs Swagger UI 5, from the {SWAGGER_PACKAGE} package, which is not "
+                f"installed: <code>pip install {SWAGGER_PACKAGE}</code> (part of the serve extra).</p>"
+                f"<p>The schema itself: <a href='{SCHEMA_PATH}/openapi.json'>openapi.json</a>.</p>"
+                "</body></html>"
+            ).encode()
+        return super().render(request, openapi_schema)
+
+    def receive_router(self, router: Router) -> None:
+        super().receive_router(router)
+        assets = self.assets
+
+        @get(
+            [f"/assets/{name}" for name in SWAGGER_ASSETS],  # these files only (anything else: 404)
+            include_in_schema=False,
+            sync_to_thread=False,
+            cache_control=CacheControlHeader(public=True, max_age=86400),
+        )
+        def swagger_asset(request: Request[Any, Any, Any]) -> Response[bytes]:
+            name = request.url.path.rpartition("/")[2]
+            if assets is None:
+                raise NotFoundException(detail=f"Swagger UI is not installed (pip install {SWAGGER_PACKAGE})")
+            return Response(_asset(assets / name), media_type=SWAGGER_ASSETS[name])
+
+        router.register(swagger_asset)
 
 
 def _document_closed_bodies(app: Litestar) -> None:

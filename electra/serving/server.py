@@ -11,6 +11,7 @@ import signal
 import socket
 from collections.abc import Callable
 
+from electra import logs
 from electra.errors import InputError
 from electra.serving.app import create_app, load_runners
 from electra.serving.settings import ServeSettings
@@ -37,7 +38,8 @@ def serve(
 
     settings = settings.with_keys()
     _check_port_free(settings.host, settings.port)
-    logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    # One format for our lines and uvicorn's (startup, errors, access): the one `electra --log-format` set.
+    logs.configure(logs.current_format(), level=settings.log_level, others_level=settings.log_level)
     runners = load_runners(settings)
     for name, runner in runners.items():
         log.info(
@@ -54,6 +56,7 @@ def serve(
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        log_config=logs.uvicorn_log_config(settings.log_level, others_level=settings.log_level),
         access_log=access_log,
         timeout_graceful_shutdown=settings.graceful_timeout_s,
         lifespan="on",

@@ -74,6 +74,8 @@ class ServeSettings:
         default=30.0, metadata=option("seconds SIGTERM waits for in-flight requests", flag="graceful-timeout")
     )
     log_level: str = field(default="info", metadata=option("critical, error, warning, info or debug"))
+    # The page at / starts with this text in its box (a URL's ?text= wins); None: an empty box.
+    example: str | None = field(default=None, metadata=option("text the page at / is pre-filled with"))
     api_keys: frozenset[str] = field(default=frozenset(), repr=False)
 
     def __post_init__(self) -> None:
@@ -99,6 +101,10 @@ class ServeSettings:
             problems.append(f"threads must be >= 0, got {self.threads}")
         if not math.isfinite(self.graceful_timeout_s) or self.graceful_timeout_s < 0:
             problems.append(f"graceful_timeout_s must be a finite number >= 0, got {self.graceful_timeout_s}")
+        if self.example is not None and len(self.example) > self.max_chars:
+            problems.append(
+                f"example has {len(self.example):,} characters; the limit is max_chars ({self.max_chars:,})"
+            )
         if problems:
             raise InputError("; ".join(problems))
 

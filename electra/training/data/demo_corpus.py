@@ -1,10 +1,20 @@
-"""A demo pre-training corpus that exists on every machine with this package: Python docstrings.
+"""A demo pre-training corpus that is the same on every machine with this project installed: docstrings.
 
 The CLI must be able to run its main job offline and without any corpus, so it falls back to English prose
-that ships with Python itself: the docstrings of the installed modules (standard library first, since it is
-always there, then site-packages). Sources are parsed with `ast`, never imported, so nothing runs and
-broken or Python-2 files are simply skipped. The result is clearly labelled a demo corpus; real training
-data comes through --corpus.
+that the install itself brings: the docstrings of the Python sources of a fixed, ordered list of
+distributions that `pip install -c constraints.txt -e ".[all]"` installs at an exact, pinned version
+(`DEMO_SOURCES`: PyTorch, pinned to 2.13.0). Its files are taken from the distribution's own file list
+(RECORD), in sorted order, so nothing else installed on the machine can change the corpus. The Python
+standard library is deliberately not used: its docstrings change between Python releases (3.11 and 3.12
+differ), and so would the demo model. The extraction itself gives the same bytes on Python 3.11, 3.12 and
+3.13 (checked on the pinned sources), and the result is fingerprinted: the cache file's name carries the
+source versions, a JSON file beside it the SHA-256, and both are compared with `REFERENCE_CORPUS`, the build
+of the pinned sources. A missing source is an error (there is nothing to build from; the message gives the
+fix); another version is one warning line and the build goes on (the pipeline demo works the same, only
+the corpus and so the demo model differ from the reference).
+
+Sources are parsed with `ast`, never imported, so nothing runs and broken files are simply skipped. The
+result is clearly labelled a demo corpus; real training data comes through --corpus.
 
 Output format (what the corpus reader expects): UTF-8 text, one paragraph per line, a blank line between
 documents. The docstrings of one module make one document (they share a topic, and docstring-sized
@@ -28,12 +38,14 @@ Only prose is kept. The filters are deliberately simple line/paragraph heuristic
 from __future__ import annotations
 
 import ast
+import dataclasses
 import gc
+import hashlib
+import importlib.metadata
+import json
 import os
 import re
-import site
 import sys
-import sysconfig
 import time
 import warnings
 from collections.abc import Iterable, Iterator
@@ -44,19 +56,58 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from electra.atomic import atomic_write_bytes
+from electra.atomic import atomic_write_bytes, atomic_write_text
 from electra.errors import InputError
 
+
+@dataclass(frozen=True)
+class PinnedSource:
+    """A distribution whose docstrings make the demo corpus, at the exact version constraints.txt pins."""
+
+    distribution: str
+    version: str
+    packages: tuple[str, ...]  # the top-level packages of the distribution that are read
+
+
+# Read in this order; within one distribution, its files in sorted path order. Only exact pins qualify: torch
+# is the one `.[all]` installs at an exact version (onnxruntime is pinned too, but has ~90 kB of docstrings
+# and a different wheel, onnxruntime-gpu, on Linux x86_64).
+DEMO_SOURCES: tuple[PinnedSource, ...] = (
+    PinnedSource("torch", "2.13.0", ("functorch", "torch", "torchgen")),
+)
+
+
+@dataclass(frozen=True)
+class ReferenceCorpus:
+    sources: dict[str, str]
+    bytes: int
+    sha256: str
+
+
+# The build of DEMO_SOURCES at their pinned versions with this extractor (the same on Python 3.11, 3.12 and
+# 3.13): any build from these versions with a budget of at least `bytes` must give exactly these bytes.
+# Change it only together with the extraction rules or the sources (tests/test_demo_corpus.py checks it).
+REFERENCE_CORPUS = ReferenceCorpus(
+    sources={"torch": "2.13.0"},
+    bytes=2_602_455,
+    sha256="b3315813c259ee17d80c74a72564059acc48d58a568aacb4c348460cffe9a9bc",
+)
+# Part of the cache file's name: bump it whenever the extraction rules change, so old caches are not reused.
+CORPUS_FORMAT = "v2"
+
+
+def _sources_text(sources: Iterable[PinnedSource]) -> str:
+    return ", ".join(f"{source.distribution} {source.version}" for source in sources)
+
+
 DEMO_CORPUS_LABEL = (
-    "demo corpus: docstrings of the installed Python modules (not real training data; pass --corpus for that)"
+    f"demo corpus: docstrings of the pinned {_sources_text(DEMO_SOURCES)} sources (Python documentation, "
+    "not real training data; pass --corpus for that)"
 )
 DEFAULT_MAX_BYTES = 20_000_000
 
-# Directories that hold test suites, test data (lib2to3's Python 2 fixtures), IDLE's GUI strings, caches,
-# or third-party packages (scanned separately, after the stdlib, so the stdlib always comes first).
-_SKIP_DIRS = frozenset(
-    {"test", "tests", "idle_test", "idlelib", "site-packages", "dist-packages", "__pycache__"}
-)
+# Directories that hold test suites or caches.
+_SKIP_DIRS = frozenset({"test", "tests", "__pycache__"})
 # Multi-megabyte .py files are generated tables or vendored bundles: slow to parse, no prose.
 _MAX_FILE_BYTES = 4_000_000
 _MIN_WORDS = 6
@@ -100,6 +151,7 @@ class DemoCorpusStats:
     paragraphs: int
     bytes: int  # UTF-8 bytes written
     seconds: float
+    sha256: str = ""  # of the bytes written
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -114,34 +166,87 @@ def _py_files(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def _site_dirs() -> list[Path]:
-    candidates: list[str] = []
-    # site.getsitepackages is missing from some old virtualenv site.py copies.
-    if hasattr(site, "getsitepackages"):
-        candidates.extend(site.getsitepackages())
-    paths = sysconfig.get_paths()
-    candidates.extend(paths[key] for key in ("purelib", "platlib") if key in paths)
-    if site.ENABLE_USER_SITE:
-        candidates.append(site.getusersitepackages())
-    unique: dict[Path, Path] = {}
-    for candidate in candidates:
-        path = Path(candidate)
-        if path.is_dir():
-            unique.setdefault(path.resolve(), path)
-    return [unique[key] for key in sorted(unique)]
+def _base_version(version: str) -> str:
+    """ "2.13.0+cpu" -> "2.13.0": the CPU and CUDA wheels of one release carry the same Python sources."""
+    return version.split("+", 1)[0]
+
+
+@dataclass(frozen=True)
+class SourceCheck:
+    """What is installed of one pinned source."""
+
+    source: PinnedSource
+    installed: str | None  # the installed version; None when the distribution is missing
+
+    @property
+    def matches(self) -> bool:
+        return self.installed is not None and _base_version(self.installed) == self.source.version
+
+    def warning(self) -> str:
+        """One line for a source installed at another version than the pin."""
+        s = self.source
+        return (
+            f"warning: the demo corpus is pinned to {s.distribution} {s.version} (constraints.txt) but "
+            f"{s.distribution} {self.installed} is installed: the corpus, and so the demo model, will differ "
+            f"from the reference (pip install {s.distribution}=={s.version} to match)"
+        )
+
+
+def check_sources() -> list[SourceCheck]:
+    """The installed version of each of DEMO_SOURCES (nothing is imported)."""
+    checks = []
+    for source in DEMO_SOURCES:
+        try:
+            installed: str | None = importlib.metadata.version(source.distribution)
+        except importlib.metadata.PackageNotFoundError:
+            installed = None
+        checks.append(SourceCheck(source, installed))
+    return checks
+
+
+def _missing_error(source: PinnedSource) -> InputError:
+    return InputError(
+        f"the demo corpus is made of the docstrings of {source.distribution} {source.version}, which is not "
+        f"installed: pip install {source.distribution}=={source.version} (the train extra brings it), "
+        "or pass --corpus"
+    )
+
+
+def _path_key(relative: str) -> tuple[str, ...]:
+    return tuple(relative.split("/"))
+
+
+def _distribution_files(source: PinnedSource) -> list[Path]:
+    """The .py files of `source`'s packages, from its RECORD (so never another distribution's), sorted."""
+    try:
+        dist = importlib.metadata.distribution(source.distribution)
+    except importlib.metadata.PackageNotFoundError:
+        raise _missing_error(source) from None
+    listed = dist.files
+    if listed is None:  # no RECORD (some system packagers drop it): walk the packages' directories instead
+        root = Path(str(dist.locate_file("")))
+        found = [path for package in source.packages for path in _py_files(root / package)]
+        return sorted(found, key=lambda path: _path_key(path.relative_to(root).as_posix()))
+    relative = set()
+    for entry in listed:
+        parts = entry.parts
+        if (
+            entry.suffix == ".py"
+            and len(parts) > 1
+            and parts[0] in source.packages
+            and not _SKIP_DIRS.intersection(parts[1:-1])
+            and not any(part.startswith(".") for part in parts)
+        ):
+            relative.add("/".join(parts))
+    return [Path(str(dist.locate_file(rel))) for rel in sorted(relative, key=_path_key)]
 
 
 def iter_source_files() -> list[Path]:
-    """All .py files to scan, in a deterministic order: the stdlib, then each site-packages directory."""
-    files = _py_files(Path(sysconfig.get_paths()["stdlib"]))
-    seen = {path.resolve() for path in files}
-    for site_dir in _site_dirs():
-        for path in _py_files(site_dir):
-            key = path.resolve()
-            if key not in seen:
-                seen.add(key)
-                files.append(path)
-    return files
+    """All .py files to scan, in a deterministic order: each of DEMO_SOURCES in turn, its files sorted.
+
+    Raises InputError when a source is not installed. Nothing else on sys.path or in site-packages counts.
+    """
+    return [path for source in DEMO_SOURCES for path in _distribution_files(source)]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -379,20 +484,18 @@ def _scanned(files: list[Path], workers: int) -> Iterator[Iterable[list[list[str
 
 @contextmanager
 def _progress_bar(files: int, enabled: bool) -> Iterator[Any]:
-    """A tqdm bar over the files on stderr, or None when disabled.
+    """Progress over the files on stderr (electra.progress: a bar on a terminal, a line now and then
+    elsewhere), or None when disabled.
 
-    Enter it after the workers are forked: tqdm's monitor thread must not be running at fork time.
+    Enter it after the workers are started: tqdm's monitor thread must not be running at fork time.
     """
     if not enabled:
         yield None
         return
-    from tqdm import tqdm
+    from electra.progress import progress
 
-    bar = tqdm(total=files, unit="file", desc="demo corpus", file=sys.stderr, dynamic_ncols=True)
-    try:
+    with progress(files, "demo corpus", "file") as bar:
         yield bar
-    finally:
-        bar.close()
 
 
 def build_demo_corpus(
@@ -425,17 +528,80 @@ def build_demo_corpus(
         paragraphs=corpus.paragraphs,
         bytes=len(data),
         seconds=time.perf_counter() - start,
+        sha256=hashlib.sha256(data).hexdigest(),
     )
 
 
+@dataclass(frozen=True)
+class CorpusFingerprint:
+    """What a demo corpus was built from and what came out: saved as JSON beside the cached corpus."""
+
+    sources: dict[str, str]  # distribution -> installed version
+    bytes: int
+    sha256: str
+    max_bytes: int
+
+    def line(self) -> str:
+        """One line: the fingerprint and how it compares with REFERENCE_CORPUS."""
+        sources = ", ".join(f"{name} {version}" for name, version in self.sources.items())
+        return (
+            f"demo corpus fingerprint: {sources}; {self.bytes:,} bytes, sha256 {self.sha256[:16]} "
+            f"({self.verdict()})"
+        )
+
+    def verdict(self) -> str:
+        ref = REFERENCE_CORPUS
+        if {name: _base_version(version) for name, version in self.sources.items()} != ref.sources:
+            return "other source versions than the pinned ones: not the reference corpus"
+        if self.max_bytes < ref.bytes:
+            return f"a cut of the reference corpus, which is {ref.bytes:,} bytes"
+        if self.sha256 == ref.sha256:
+            return "identical to the reference corpus"
+        return (
+            f"DIFFERS from the reference corpus (sha256 {ref.sha256[:16]}) built from the same versions: "
+            "the installed source files are not the released ones"
+        )
+
+
+def _read_fingerprint(corpus: Path) -> CorpusFingerprint | None:
+    """The saved fingerprint of a cached corpus, or None when it is missing or does not match the file."""
+    try:
+        saved = json.loads(corpus.with_suffix(".json").read_text(encoding="utf-8"))
+        fingerprint = CorpusFingerprint(
+            sources=dict(saved["sources"]),
+            bytes=int(saved["bytes"]),
+            sha256=str(saved["sha256"]),
+            max_bytes=int(saved["max_bytes"]),
+        )
+        data = corpus.read_bytes()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if saved.get("format") != CORPUS_FORMAT or hashlib.sha256(data).hexdigest() != fingerprint.sha256:
+        return None
+    return fingerprint
+
+
 def cached_demo_corpus(cache_dir: Path, progress: bool = False, max_bytes: int = DEFAULT_MAX_BYTES) -> Path:
-    """The demo corpus in `cache_dir`, built there once per Python version and size (announced on stderr)."""
-    size = f"-{max_bytes // 1_000_000}mb" if max_bytes != DEFAULT_MAX_BYTES else ""
-    path = cache_dir / f"demo-corpus-py{sys.version_info.major}{sys.version_info.minor}{size}.txt"
+    """The demo corpus in `cache_dir`, built there once per source versions and size; announced on stderr
+    with its fingerprint. InputError when a pinned source is missing; one warning line per other version."""
     print(f"using the {DEMO_CORPUS_LABEL}", file=sys.stderr)
-    if not path.is_file():
+    checks = check_sources()
+    for check in checks:
+        if check.installed is None:
+            raise _missing_error(check.source)
+        if not check.matches:
+            print(check.warning(), file=sys.stderr)
+    sources = {check.source.distribution: str(check.installed) for check in checks}
+    tag = "-".join(f"{name}-{_base_version(version)}" for name, version in sources.items())
+    size = f"-{max_bytes // 1_000_000}mb" if max_bytes != DEFAULT_MAX_BYTES else ""
+    path = cache_dir / f"demo-corpus-{CORPUS_FORMAT}-{tag}{size}.txt"
+    fingerprint = _read_fingerprint(path) if path.is_file() else None
+    if fingerprint is None:
         try:
             stats = build_demo_corpus(path, max_bytes=max_bytes, progress=progress)
+            fingerprint = CorpusFingerprint(sources, stats.bytes, stats.sha256, max_bytes)
+            saved = {"format": CORPUS_FORMAT, **dataclasses.asdict(fingerprint)}
+            atomic_write_text(path.with_suffix(".json"), json.dumps(saved, indent=2) + "\n")
         except OSError as e:
             raise InputError(
                 f"cannot write the demo corpus to {path} ({e}); set ELECTRA_CACHE to a writable dir"
@@ -445,4 +611,5 @@ def cached_demo_corpus(cache_dir: Path, progress: bool = False, max_bytes: int =
             f"in {stats.seconds:.0f} s",
             file=sys.stderr,
         )
+    print(fingerprint.line(), file=sys.stderr)
     return path

@@ -14,7 +14,6 @@ import json
 import os
 import random
 import signal
-import sys
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from electra import __version__
 from electra.atomic import atomic_dir, check_output_dir
 from electra.errors import InputError
 from electra.files import DATA_MANIFEST_JSON, DATA_TOKENIZER_DIR
+from electra.progress import progress
 from electra.training.data import packing
 from electra.training.data.corpus import (
     DEFAULT_CHUNK_CHARS,
@@ -286,22 +286,12 @@ def _write_splits(
     tmp: Path, cfg: PrepareConfig, tok: Tokenizer, paths: list[Path], stats: CorpusStats, disk_bytes: int
 ) -> tuple[dict[str, int], dict[str, dict[str, Any]]]:
     """Stream the corpus through the workers into train/ and val/ under `tmp`: (counts, split info)."""
-    from tqdm import tqdm
-
     dtype = ids_dtype(tok.get_vocab_size())
     writers = {name: SplitWriter(tmp / name, cfg.max_seq_len, dtype) for name in SPLITS}
     counts = dict.fromkeys(_COUNTS, 0)
     start = time.perf_counter()
-    bar = tqdm(
-        total=disk_bytes,
-        unit="B",
-        unit_scale=True,
-        desc="prepare",
-        disable=not cfg.progress,
-        file=sys.stderr,
-        dynamic_ncols=True,
-    )
-    try:
+    # Closed with a last line when done; on an error, that is what gets said instead.
+    with progress(disk_bytes, "prepare", "B", cfg.progress, unit_scale=True) as bar:
         chunks = iter_chunks(paths, stats, cfg.chunk_chars, on_bytes=bar.update)
         init_args = (tok.to_str(), cfg.max_seq_len, cfg.seed, cfg.val_fraction)
         for result in _run_chunks(chunks, init_args, cfg.workers):
@@ -311,8 +301,6 @@ def _write_splits(
                 counts[key] += getattr(result, key)
             elapsed = max(time.perf_counter() - start, 1e-9)
             bar.set_postfix(tokens=f"{counts['tokens']:,}", tok_s=f"{counts['tokens'] / elapsed:,.0f}")
-    finally:
-        bar.close()
     return counts, {name: w.close() for name, w in writers.items()}
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sized
+from pathlib import Path
+from typing import Any
 
 import tokenizers
 from tokenizers import pre_tokenizers
@@ -11,12 +13,14 @@ from tokenizers.models import WordPiece
 from tokenizers.trainers import WordPieceTrainer
 
 from electra.errors import InputError
+from electra.progress import progress
 from electra.tokenizer import (
     MAX_INPUT_CHARS_PER_WORD,
     SPECIAL_TOKENS,
     bert_normalizer,
     configure_bert_pipeline,
 )
+from electra.training.data.corpus import CorpusStats, iter_corpus_lines
 
 # Below this the vocabulary cannot even hold a useful alphabet next to the special tokens.
 MIN_LEARNED_TOKENS = 32
@@ -37,9 +41,46 @@ def train_tokenizer(
 ) -> tokenizers.Tokenizer:
     """Train a WordPiece tokenizer with BERT's pipeline; [PAD], [UNK], [CLS], [SEP], [MASK] get ids 0..4.
 
-    `lines` is consumed once and lazily, so it can be a generator over a large corpus.
+    `lines` is consumed once and lazily, so it can be a generator over a large corpus. The progress counts
+    lines, out of len(lines) when it has one (a generator has no total: train_tokenizer_on_files, reading
+    files, shows bytes out of the corpus size).
     """
     _check_options(vocab_size, min_frequency, limit_alphabet)
+    counted = _Counted(lines)
+    total = len(lines) if isinstance(lines, Sized) else None
+    with progress(total, "tokenizer", "line", show_progress) as bar:
+        return _train(counted, bar, lambda: counted.n, vocab_size, cased, min_frequency, limit_alphabet)
+
+
+def train_tokenizer_on_files(
+    paths: list[Path],
+    stats: CorpusStats | None = None,
+    vocab_size: int = 30522,
+    cased: bool = False,
+    min_frequency: int = 2,
+    limit_alphabet: int = 1000,
+    show_progress: bool = False,
+) -> tokenizers.Tokenizer:
+    """train_tokenizer on every line of the corpus files `paths` (corpus.iter_corpus_lines), filling `stats`;
+    the progress shows the bytes read out of the files' total size."""
+    _check_options(vocab_size, min_frequency, limit_alphabet)
+    stats = stats if stats is not None else CorpusStats()
+    lines = iter_corpus_lines(list(paths), stats)
+    total = sum(Path(p).stat().st_size for p in paths)
+    with progress(total, "tokenizer", "B", show_progress, unit_scale=True) as bar:
+        return _train(lines, bar, lambda: stats.bytes_read, vocab_size, cased, min_frequency, limit_alphabet)
+
+
+def _train(
+    lines: Iterable[str],
+    bar: Any,
+    position: Callable[[], int],
+    vocab_size: int,
+    cased: bool,
+    min_frequency: int,
+    limit_alphabet: int,
+) -> tokenizers.Tokenizer:
+    """The training itself, moving `bar` to `position()` after each batch of lines."""
     batches = _batches(_non_blank(lines))
 
     tokenizer = tokenizers.Tokenizer(
@@ -59,13 +100,37 @@ def train_tokenizer(
         limit_alphabet=limit_alphabet,
         special_tokens=list(SPECIAL_TOKENS),
         continuing_subword_prefix="##",
-        show_progress=show_progress,
+        # The library's own bar has a total of 0 for an iterator (and draws nothing off a terminal); ours
+        # (electra.progress) follows the reading instead, with the real total where there is one.
+        show_progress=False,
     )
-    tokenizer.train_from_iterator(batches, trainer=trainer)
+    tokenizer.train_from_iterator(_following(batches, bar, position), trainer=trainer)
     configure_bert_pipeline(tokenizer, lowercase=not cased)
     tokenizer.no_padding()
     tokenizer.no_truncation()
     return tokenizer
+
+
+class _Counted:
+    """An iterable that counts the items taken from it."""
+
+    def __init__(self, items: Iterable[str]) -> None:
+        self.items = items
+        self.n = 0
+
+    def __iter__(self) -> Iterator[str]:
+        for item in self.items:
+            self.n += 1
+            yield item
+
+
+def _following(batches: Iterator[list[str]], bar: Any, position: Callable[[], int]) -> Iterator[list[str]]:
+    """The batches, moving `bar` to `position()` after each; the vocabulary is computed after the last."""
+    for batch in batches:
+        yield batch
+        bar.update(position() - bar.n)
+    bar.update(position() - bar.n)
+    bar.set_postfix_str("computing the vocabulary")
 
 
 def _check_options(vocab_size: int, min_frequency: int, limit_alphabet: int) -> None:

@@ -9,8 +9,8 @@ reported and the best seed's model saved.
 from __future__ import annotations
 
 import json
+import logging
 import math
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -25,6 +25,7 @@ from electra.atomic import check_output_dir
 from electra.errors import InputError
 from electra.files import EVAL_RESULTS_JSON
 from electra.hf_format import load_hf_dir_with_report, save_hf_dir
+from electra.progress import progress
 from electra.sizes import finetune_recipe
 from electra.tokenizer import special_ids, tokenizer_files
 from electra.training.device import autocast, resolve_device, resolve_precision
@@ -42,6 +43,8 @@ from electra.training.finetune.model_dir import (
 from electra.training.optim import build_scheduler
 
 Metrics = dict[str, dict[str, float]]  # split -> metric -> value
+
+log = logging.getLogger("electra.finetune")
 
 
 class FinetuneTrainer:
@@ -155,7 +158,7 @@ class FinetuneTrainer:
             result = self.train_seed(seed)
             per_seed[str(seed)] = result
             self.keep_if_best(seed, result["final"])
-            print(f"{self.task.name} seed {seed}: {_describe(result['final'])}", file=sys.stderr)
+            log.info("%s seed %s: %s", self.task.name, seed, _describe(result["final"]))
         assert self.best is not None
         summary = self.summary(per_seed, time.perf_counter() - started)
         self.save(self.best[2], summary)
@@ -185,17 +188,10 @@ class FinetuneTrainer:
         save_hf_dir(model, self.cfg.out, overwrite=self.cfg.overwrite, extra_files=files)
 
     def _progress_bar(self, seed: int) -> Any | None:
+        """A bar on a terminal, a line every 30 s elsewhere (electra.progress); None with --quiet."""
         if not self.cfg.progress:
             return None
-        from tqdm import tqdm
-
-        return tqdm(
-            total=self.total_steps,
-            desc=f"{self.task.name} seed {seed}",
-            unit="step",
-            file=sys.stderr,
-            dynamic_ncols=True,
-        )
+        return progress(total=self.total_steps, desc=f"{self.task.name} seed {seed}", unit="step")
 
 
 def finetune(cfg: FinetuneConfig) -> dict[str, Any]:

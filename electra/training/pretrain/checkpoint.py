@@ -31,12 +31,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import secrets
 import shutil
-import sys
-import tempfile
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -49,7 +48,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from electra import __version__
-from electra.atomic import fsync_dir
+from electra.atomic import file_mode, fsync_dir, make_temp_dir
 from electra.errors import ElectraError, InputError
 from electra.files import CHECKPOINTS_DIR, MODEL_SAFETENSORS
 
@@ -76,6 +75,8 @@ _PLAIN_TYPES = frozenset(
 _CONTAINER_TYPES = frozenset((dict, OrderedDict, list, tuple, set))
 _TENSOR_TYPES = frozenset((torch.Tensor, torch.nn.Parameter))
 
+log = logging.getLogger("electra.pretrain")
+
 
 @dataclass
 class Checkpoint:
@@ -87,8 +88,13 @@ class Checkpoint:
     rng: dict | None
 
 
-def print_to_stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+def log_message(message: str) -> None:
+    """The default `log` of the functions here: an INFO line of the `electra.pretrain` logger."""
+    log.info("%s", message)
+
+
+# The name from before logging (checkpoint_manager still imports it).
+print_to_stderr = log_message
 
 
 def checkpoint_dir_name(step: int) -> str:
@@ -135,7 +141,7 @@ def save_checkpoint(
     try:
         root.mkdir(parents=True, exist_ok=True)
         _remove_stale_dirs(root)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=root))
+        tmp = make_temp_dir(f".{final.name}.tmp-", root)
         _write_files(tmp, step, stored, aliases, optimizer_state, trainer_text, rng_state)
         _move_into_place(tmp, final)
         tmp = None
@@ -225,6 +231,7 @@ def _write_files(
     # "format": "pt" is what transformers and other safetensors readers expect from torch checkpoints.
     metadata = {"format": "pt", ALIASES_KEY: json.dumps(aliases, sort_keys=True)}
     safetensors.torch.save_file(stored, tmp / MODEL_SAFETENSORS, metadata=metadata)
+    os.chmod(tmp / MODEL_SAFETENSORS, file_mode())  # save_file makes it owner-only; the umask decides
     _fsync_file(tmp / MODEL_SAFETENSORS)
     written = [MODEL_SAFETENSORS]
     if optimizer_state is not None:
@@ -309,9 +316,7 @@ def _prune(run_dir: Path, keep: Path, keep_last: int) -> None:
             shutil.rmtree(trash)
         except OSError as e:
             # The new checkpoint is safely written; a failed clean-up must not turn that into an error.
-            print_to_stderr(
-                f"warning: could not remove old checkpoint {path} ({_reason(e)}); remove it by hand"
-            )
+            log.warning("could not remove old checkpoint %s (%s); remove it by hand", path, _reason(e))
 
 
 def _reason(e: BaseException) -> str:
@@ -428,7 +433,7 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def latest_checkpoint(run_dir: Path, log: Callable[[str], None] = print_to_stderr) -> Path | None:
+def latest_checkpoint(run_dir: Path, log: Callable[[str], None] = log_message) -> Path | None:
     """The newest valid checkpoint of the run, or None; every newer invalid one is logged with its reason."""
     skipped: list[tuple[Path, str]] = []
     for path in reversed(list_checkpoints(run_dir)):

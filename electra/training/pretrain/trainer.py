@@ -12,7 +12,7 @@ a resumed run continues exactly where it stopped: a checkpoint holds every state
 
 from __future__ import annotations
 
-import sys
+import logging
 from contextlib import nullcontext
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from torch import nn
 
 from electra.errors import InputError
 from electra.files import DATA_MANIFEST_JSON, METRICS_JSONL
+from electra.progress import progress
 from electra.training.data.dataset import PretrainingData
 from electra.training.device import autocast, enable_tf32, resolve_precision
 from electra.training.optim import build_optimizer, build_scheduler
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
     import tokenizers
 
 __all__ = ["PretrainConfig", "PretrainTrainer", "pretrain"]
+
+logger = logging.getLogger("electra.pretrain")
 
 
 def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
@@ -107,8 +110,9 @@ class PretrainTrainer:
     # ------------------------------------------------------------------------------------------------ setup
 
     def log(self, msg: str) -> None:
+        """An INFO line of the `electra.pretrain` logger, on rank 0 only."""
         if self.dist.main:
-            print(msg, file=sys.stderr, flush=True)
+            logger.info("%s", msg)
 
     def _open_data(self) -> None:
         cfg, d = self.cfg, self.dist
@@ -337,15 +341,7 @@ class PretrainTrainer:
         return "stopped by signal"
 
     def _progress_bar(self) -> Any:
+        """A bar on a terminal, a line every 30 s elsewhere (electra.progress); None off rank 0 or quiet."""
         if not (self.dist.main and self.cfg.progress):
             return None
-        from tqdm import tqdm
-
-        return tqdm(
-            total=self.cfg.steps,
-            initial=self.progress.step,
-            desc="pretrain",
-            unit="step",
-            file=sys.stderr,
-            dynamic_ncols=True,
-        )
+        return progress(total=self.cfg.steps, initial=self.progress.step, desc="pretrain", unit="step")
