@@ -469,3 +469,73 @@ def test_no_network_falls_back_to_the_cache(
     assert main(["tokenizer", "show", "--tokenizer", REPO, "good"]) == 0
     assert "good" in capsys.readouterr().out
     assert "snapshot_download" not in online  # found in the cache, nothing downloaded
+
+
+def _bert_uncased_vocab() -> list[str]:
+    """The BERT uncased vocabulary the released models use: the shared copy when there is one, else one of the
+    same size with BERT's special-token ids ([PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103)."""
+    from tests.conftest import shared_path
+
+    shared = shared_path("models/bert-uncased-vocab/vocab.txt")
+    if shared.is_file():
+        return shared.read_text(encoding="utf-8").splitlines()
+    vocab = ["[PAD]", *(f"[unused{i}]" for i in range(99)), "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab += [
+        *WORDS,
+        ".",
+        ",",
+        "!",
+        *"abcdefghijklmnopqrstuvwxyz",
+        *(f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz"),
+    ]
+    vocab += [f"word{i}" for i in range(30522 - len(vocab))]
+    return vocab
+
+
+@pytest.mark.slow
+def test_the_released_small_checkpoint_id_exports_and_serves(hf_cache: Path, tmp_path: Path, capsys) -> None:
+    """`electra export --model google/electra-small-discriminator` offline, from a cache holding that
+    repository's layout at its real size (ELECTRA-Small: 12 layers, hidden 256, embeddings 128 projected,
+    30,522 word pieces; random weights), makes a fused bundle that serves /detect."""
+    import torch
+    import transformers
+    from litestar.testing import TestClient
+
+    from electra.serving.app import create_app
+    from electra.serving.settings import ModelSpec, ServeSettings
+
+    repo_id = "google/electra-small-discriminator"
+    vocab = _bert_uncased_vocab()
+    config = transformers.ElectraConfig(vocab_size=len(vocab))  # transformers' defaults are ELECTRA-Small's
+    torch.manual_seed(0)
+    saved = tmp_path / "small"
+    transformers.ElectraForPreTraining(config).save_pretrained(saved, safe_serialization=False)
+    hf_config = {**config.to_diff_dict(), "architectures": ["ElectraForPreTraining"], "model_type": "electra"}
+    files = {
+        "config.json": json.dumps(hf_config).encode(),
+        "pytorch_model.bin": (saved / "pytorch_model.bin").read_bytes(),
+        "vocab.txt": ("\n".join(vocab) + "\n").encode(),
+        "tokenizer_config.json": json.dumps({"do_lower_case": True, "model_max_length": 512}).encode(),
+    }
+    add_snapshot(hf_cache, repo_id, files, COMMIT_B, ("main",))
+
+    bundle = tmp_path / "bundle"
+    assert main(["export", "--model", repo_id, "--out", str(bundle)]) == 0, capsys.readouterr().err
+    meta = json.loads((bundle / "bundle.json").read_text())
+    assert meta["kind"] == "discriminator" and meta["hidden_size"] == 256
+    assert (
+        meta["fused_operators"]["Attention"] == 12 and meta["fused_operators"]["EmbedLayerNormalization"] == 1
+    )
+    assert meta["parity"]["max_abs_diff"] < 1e-4
+
+    with TestClient(create_app(ServeSettings(models=(ModelSpec("detector", bundle),)))) as client:
+        deadline = time.monotonic() + 60
+        while client.get("/health/ready").status_code != 200:
+            assert time.monotonic() < deadline, "server never became ready"
+            time.sleep(0.05)
+        text = "The chef cooked the river."
+        r = client.post("/detect", json={"text": text, "level": "word"})
+        assert r.status_code == 200, r.text
+    tokens = r.json()["results"][0]["tokens"]
+    assert [t["text"] for t in tokens] == ["The", "chef", "cooked", "the", "river", "."]
+    assert all(text[t["start"] : t["end"]] == t["text"] for t in tokens)
