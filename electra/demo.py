@@ -25,7 +25,6 @@ import random
 import re
 import shlex
 import shutil
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from electra.files import (
     MODEL_SAFETENSORS,
     PYTORCH_MODEL_BIN,
 )
+from electra.logs import say
 
 # The demo model: ELECTRA's tiny preset, batch 32, lr 5e-4 with a 10% warm-up. On 2 CPU cores, on the 2.6 MB
 # corpus of the pinned PyTorch docstrings, 600 steps took about 3.3 minutes and the whole demo 3 min 45 s; the
@@ -576,4 +576,4 @@ def _stage(n: int, title: str) -> None:
 
 
 def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    say("electra.demo", message)

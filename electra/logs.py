@@ -106,6 +106,17 @@ def is_configured() -> bool:
     return any(isinstance(h, StderrHandler) for h in logging.getLogger().handlers)
 
 
+def say(logger: str, message: str, level: int = logging.INFO) -> None:
+    """A status line for a person: through `logger` in the configured format once the CLI has configured
+    logging, else the bare message on stderr (a library call or a test, where an INFO record would be
+    dropped by logging's last-resort handler)."""
+    if is_configured():
+        logging.getLogger(logger).log(level, message)
+    else:
+        prefix = "warning: " if level == logging.WARNING else ""
+        print(prefix + message, file=sys.stderr, flush=True)
+
+
 def _level(level: str | int) -> int:
     if isinstance(level, int):
         return level

@@ -43,9 +43,9 @@ import gc
 import hashlib
 import importlib.metadata
 import json
+import logging
 import os
 import re
-import sys
 import time
 import warnings
 from collections.abc import Iterable, Iterator
@@ -58,6 +58,9 @@ from typing import Any
 
 from electra.atomic import atomic_write_bytes, atomic_write_text
 from electra.errors import InputError
+from electra.logs import say
+
+_LOGGER = "electra.demo_corpus"
 
 
 @dataclass(frozen=True)
@@ -186,7 +189,7 @@ class SourceCheck:
         """One line for a source installed at another version than the pin."""
         s = self.source
         return (
-            f"warning: the demo corpus is pinned to {s.distribution} {s.version} (constraints.txt) but "
+            f"the demo corpus is pinned to {s.distribution} {s.version} (constraints.txt) but "
             f"{s.distribution} {self.installed} is installed: the corpus, and so the demo model, will differ "
             f"from the reference (pip install {s.distribution}=={s.version} to match)"
         )
@@ -584,13 +587,13 @@ def _read_fingerprint(corpus: Path) -> CorpusFingerprint | None:
 def cached_demo_corpus(cache_dir: Path, progress: bool = False, max_bytes: int = DEFAULT_MAX_BYTES) -> Path:
     """The demo corpus in `cache_dir`, built there once per source versions and size; announced on stderr
     with its fingerprint. InputError when a pinned source is missing; one warning line per other version."""
-    print(f"using the {DEMO_CORPUS_LABEL}", file=sys.stderr)
+    say(_LOGGER, f"using the {DEMO_CORPUS_LABEL}")
     checks = check_sources()
     for check in checks:
         if check.installed is None:
             raise _missing_error(check.source)
         if not check.matches:
-            print(check.warning(), file=sys.stderr)
+            say(_LOGGER, check.warning(), logging.WARNING)
     sources = {check.source.distribution: str(check.installed) for check in checks}
     tag = "-".join(f"{name}-{_base_version(version)}" for name, version in sources.items())
     size = f"-{max_bytes // 1_000_000}mb" if max_bytes != DEFAULT_MAX_BYTES else ""
@@ -606,10 +609,10 @@ def cached_demo_corpus(cache_dir: Path, progress: bool = False, max_bytes: int =
             raise InputError(
                 f"cannot write the demo corpus to {path} ({e}); set ELECTRA_CACHE to a writable dir"
             ) from e
-        print(
+        say(
+            _LOGGER,
             f"built the demo corpus {path}: {stats.documents:,} documents, {stats.bytes / 1e6:.1f} MB "
             f"in {stats.seconds:.0f} s",
-            file=sys.stderr,
         )
-    print(fingerprint.line(), file=sys.stderr)
+    say(_LOGGER, fingerprint.line())
     return path
