@@ -80,6 +80,45 @@ def write_word_vocab(path: Path, n_docs: int = N_DOCS) -> Path:
     return path
 
 
+def prepare_tiny_data(root: Path, n_docs: int, seed: int = 5) -> Path:
+    """Pre-training data (max length 32, 10% validation) from a marked corpus and the word vocabulary."""
+    from electra.training.data.prepare import PrepareConfig, prepare_dataset
+
+    corpus = root / "corpus.txt"
+    corpus.write_text(make_marked_corpus(n_docs=n_docs, seed=seed), encoding="utf-8")
+    out = root / "data"
+    prepare_dataset(
+        PrepareConfig(
+            corpus=[str(corpus)],
+            tokenizer=str(write_word_vocab(root / "vocab.txt")),
+            out=out,
+            max_seq_len=32,
+            val_fraction=0.1,
+            workers=1,
+            progress=False,
+        )
+    )
+    return out
+
+
+def tiny_pretrain_args(data: Path, out: Path, *extra: str) -> list[str]:
+    """`electra pretrain` arguments for the tiny model at batch 8, a metric record every step."""
+    return [
+        "pretrain",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--size",
+        "tiny",
+        "--batch-size",
+        "8",
+        "--log-every",
+        "1",
+        *extra,
+    ]
+
+
 @pytest.fixture
 def marked_corpus(tmp_path: Path) -> Path:
     path = tmp_path / "corpus.txt"

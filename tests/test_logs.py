@@ -20,7 +20,7 @@ from electra import logs
 from electra.cli.main import main
 from electra.errors import InputError
 
-from .conftest import make_marked_corpus, write_word_vocab
+from .conftest import prepare_tiny_data, tiny_pretrain_args
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAIN_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: \S.*")
@@ -124,46 +124,11 @@ def test_cli_refuses_an_unknown_format(
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from electra.training.data.prepare import PrepareConfig, prepare_dataset
-
-    tmp = tmp_path_factory.mktemp("logs-data")
-    corpus = tmp / "corpus.txt"
-    corpus.write_text(make_marked_corpus(n_docs=30, seed=5), encoding="utf-8")
-    out = tmp / "data"
-    prepare_dataset(
-        PrepareConfig(
-            corpus=[str(corpus)],
-            tokenizer=str(write_word_vocab(tmp / "vocab.txt")),
-            out=out,
-            max_seq_len=32,
-            val_fraction=0.1,
-            workers=1,
-            progress=False,
-        )
-    )
-    return out
+    return prepare_tiny_data(tmp_path_factory.mktemp("logs-data"), n_docs=30)
 
 
 def pretrain_args(data: Path, out: Path) -> list[str]:
-    return [
-        "pretrain",
-        "--data",
-        str(data),
-        "--out",
-        str(out),
-        "--size",
-        "tiny",
-        "--batch-size",
-        "8",
-        "--steps",
-        "3",
-        "--log-every",
-        "1",
-        "--eval-every",
-        "2",
-        "--checkpoint-every",
-        "2",
-    ]
+    return tiny_pretrain_args(data, out, "--steps", "3", "--eval-every", "2", "--checkpoint-every", "2")
 
 
 def test_pretrain_logs_only_json_lines(data_dir: Path, tmp_path: Path) -> None:

@@ -15,50 +15,17 @@ import torch
 
 from electra.cli.main import main
 from electra.serving.process import free_port
-from electra.training.data.prepare import PrepareConfig, prepare_dataset
 
-from .conftest import make_marked_corpus, write_word_vocab
+from .conftest import prepare_tiny_data, tiny_pretrain_args
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("pretrain-data")
-    corpus = tmp / "corpus.txt"
-    corpus.write_text(make_marked_corpus(n_docs=60, seed=5), encoding="utf-8")
-    vocab = write_word_vocab(tmp / "vocab.txt")
-    out = tmp / "data"
-    prepare_dataset(
-        PrepareConfig(
-            corpus=[str(corpus)],
-            tokenizer=str(vocab),
-            out=out,
-            max_seq_len=32,
-            val_fraction=0.1,
-            workers=1,
-            progress=False,
-        )
-    )
-    return out
+    return prepare_tiny_data(tmp_path_factory.mktemp("pretrain-data"), n_docs=60)
 
 
 def pretrain_args(data: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        "pretrain",
-        "--data",
-        str(data),
-        "--out",
-        str(out),
-        "--size",
-        "tiny",
-        "--batch-size",
-        "8",
-        "--log-every",
-        "1",
-        "--eval-every",
-        "4",
-        "--quiet",
-        *extra,
-    ]
+    return tiny_pretrain_args(data, out, "--eval-every", "4", "--quiet", *extra)
 
 
 def records(run: Path, split: str = "train") -> list[dict]:

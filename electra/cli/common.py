@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
+
+from electra.sizes import SIZES
 
 DEFAULT_CACHE = Path(os.environ.get("ELECTRA_CACHE", Path.home() / ".cache" / "electra"))
 
@@ -42,3 +46,17 @@ def demo_corpus(progress: bool = False) -> Path:
     from electra.training.data.demo_corpus import cached_demo_corpus
 
     return cached_demo_corpus(DEFAULT_CACHE, progress=progress)
+
+
+def format_number(value: float) -> str:
+    """A default as --help shows it: 1,000,000 steps, lr 5e-4, 0.15."""
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:.0e}".replace("e-0", "e-") if 0 < value < 0.01 else f"{value:g}"
+
+
+def per_size(
+    attr: str, names: Sequence[str] | None = None, shown: Callable[[Any], str] = format_number
+) -> str:
+    """A recipe value (an electra.sizes.ModelSize field) for each size, e.g. "small 5e-4, base 2e-4"."""
+    return ", ".join(f"{name} {shown(getattr(SIZES[name], attr))}" for name in names or SIZES)

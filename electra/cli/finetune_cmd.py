@@ -9,7 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
-from electra.cli.common import add_progress_flag, positive_int, show_progress
+from electra.cli.common import add_progress_flag, format_number, per_size, positive_int, show_progress
 from electra.files import EVAL_RESULTS_JSON
 from electra.hub import LOCAL_OR_HUB, REVISION_HELP
 from electra.sizes import DEFAULT_FINETUNE_LR as DEFAULT_LR
@@ -40,14 +40,9 @@ def _seeds(value: str) -> list[int]:
     return seeds
 
 
-def _number(value: float) -> str:
-    return f"{value:.0e}".replace("e-0", "e-") if 0 < value < 0.01 else f"{value:g}"
-
-
 def _per_size(attr: str, other: float) -> str:
     """A recipe value per model width, e.g. "small 3e-4, base 1e-4, large 5e-5, other widths 1e-4"."""
-    sizes = ", ".join(f"{name} {_number(getattr(SIZES[name], attr))}" for name in SIZE_NAMES)
-    return f"{sizes}, other widths {_number(other)}"
+    return f"{per_size(attr, SIZE_NAMES)}, other widths {format_number(other)}"
 
 
 def _epochs() -> tuple[int, str]:

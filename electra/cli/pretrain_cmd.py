@@ -5,12 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
-from electra.cli.common import add_progress_flag, positive_int, show_progress
+from electra.cli.common import add_progress_flag, per_size, positive_int, show_progress
 from electra.config import ElectraConfig
 from electra.errors import InputError
 from electra.hub import LOCAL_OR_HUB, REVISION_HELP
@@ -25,19 +23,8 @@ DEFAULTS = {f.name: f.default for f in dataclasses.fields(PretrainConfig)}
 log = logging.getLogger("electra.cli")
 
 
-def _number(value: float) -> str:
-    if isinstance(value, int):
-        return f"{value:,}"
-    return f"{value:.0e}".replace("e-0", "e-") if 0 < value < 0.01 else f"{value:g}"
-
-
 def _fraction(value: float) -> str:
     return str(Fraction(value).limit_denominator(16))
-
-
-def _per_size(attr: str, shown: Callable[[Any], str] = _number) -> str:
-    """A recipe value for every size, e.g. "tiny 1e-3, small 5e-4, base 2e-4, large 2e-4"."""
-    return ", ".join(f"{name} {shown(getattr(size, attr))}" for name, size in SIZES.items())
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -124,7 +111,7 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         "--generator-size",
         type=float,
         help="generator hidden size as a fraction of the discriminator's (default per --size: "
-        f"{_per_size('generator_fraction', _fraction)})",
+        f"{per_size('generator_fraction', shown=_fraction)})",
     )
     p.add_argument(
         "--dropout",
@@ -145,12 +132,12 @@ def _add_recipe_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--steps",
         type=positive_int,
-        help=f"optimizer steps (default per --size: {_per_size('pretrain_steps')})",
+        help=f"optimizer steps (default per --size: {per_size('pretrain_steps')})",
     )
     p.add_argument(
         "--batch-size",
         type=positive_int,
-        help=f"global batch in sequences (default per --size: {_per_size('pretrain_batch_size')})",
+        help=f"global batch in sequences (default per --size: {per_size('pretrain_batch_size')})",
     )
     p.add_argument(
         "--grad-accum",
@@ -159,7 +146,7 @@ def _add_recipe_args(p: argparse.ArgumentParser) -> None:
         help="micro-steps per optimizer step (default: %(default)s)",
     )
     p.add_argument(
-        "--lr", type=float, help=f"peak learning rate (default per --size: {_per_size('pretrain_lr')})"
+        "--lr", type=float, help=f"peak learning rate (default per --size: {per_size('pretrain_lr')})"
     )
     p.add_argument(
         "--warmup-steps",
@@ -175,7 +162,7 @@ def _add_recipe_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--mask-prob",
         type=float,
-        help=f"fraction of tokens masked (default per --size: {_per_size('mask_prob')})",
+        help=f"fraction of tokens masked (default per --size: {per_size('mask_prob')})",
     )
     p.add_argument(
         "--disc-weight",

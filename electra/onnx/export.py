@@ -22,9 +22,6 @@ from typing import Any
 
 from electra.atomic import atomic_dir
 from electra.bundle import (
-    INPUT_NAMES,
-    OUTPUT_NAME,
-    PADDING_SIDE,
     Bundle,
     DevAccuracy,
     ExportSettings,
@@ -138,9 +135,6 @@ def _describe(
         max_seq_len=seq_len,
         precision=precision,
         opset=opset,
-        inputs=list(INPUT_NAMES),
-        output=OUTPUT_NAME,
-        padding_side=PADDING_SIDE,
         type_vocab_size=cfg.type_vocab_size,
         num_hidden_layers=cfg.num_hidden_layers,
         hidden_size=cfg.hidden_size,

@@ -93,10 +93,6 @@ def log_message(message: str) -> None:
     log.info("%s", message)
 
 
-# The name from before logging (checkpoint_manager still imports it).
-print_to_stderr = log_message
-
-
 def checkpoint_dir_name(step: int) -> str:
     return f"step-{step:08d}"
 

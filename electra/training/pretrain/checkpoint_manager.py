@@ -22,7 +22,7 @@ from electra.files import CHECKPOINTS_DIR
 from electra.training.pretrain.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
-    print_to_stderr,
+    log_message,
     save_checkpoint,
 )
 from electra.training.pretrain.rng import GlobalRng
@@ -99,7 +99,7 @@ class CheckpointManager:
         run: dict[str, Any],
         config: dict[str, Any],
         keep_last: int,
-        log: Callable[[str], None] = print_to_stderr,
+        log: Callable[[str], None] = log_message,
     ) -> None:
         self.run_dir, self.run, self.config = Path(run_dir), run, config
         self.keep_last, self.log = keep_last, log
