@@ -50,6 +50,7 @@ def main() -> int:
     ap.add_argument("--max-train-examples", type=int, default=None, help="cap per task (CPU budgets)")
     ap.add_argument("--max-epochs", type=int, default=None, help="cap the recipe's epochs (CPU budgets)")
     ap.add_argument("--max-seq-len", type=int, default=128)
+    ap.add_argument("--recipe", default=None, help="a fine-tuning recipe (default: FinetuneConfig's)")
     ap.add_argument("--name", default="cpu", help="results file suffix")
     ap.add_argument("--device", default=None)
     args = ap.parse_args()
@@ -71,6 +72,7 @@ def main() -> int:
                     data_dir=args.glue,
                     seeds=seeds,
                     epochs=epochs,
+                    **({"recipe": args.recipe} if args.recipe else {}),
                     max_train_examples=args.max_train_examples,
                     max_seq_len=args.max_seq_len,
                     device=args.device,
@@ -98,6 +100,7 @@ def main() -> int:
         "commit": git_commit(),
         "machine": platform.platform(),
         "model": str(args.model),
+        "recipe": summary["recipe"],
         "seeds": seeds,
         "max_train_examples": args.max_train_examples,
         "max_epochs": args.max_epochs,

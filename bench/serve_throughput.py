@@ -1,18 +1,28 @@
-"""Server throughput and latency: `electra serve` (batched, unbatched) vs a naive `transformers` server.
+"""Server throughput and latency: `electra serve` (batched, unbatched, on uvicorn or granian) vs a naive
+`transformers` server, compared in alternating rounds.
 
 Setup (in a temporary directory, never inside the repository): an ELECTRA-Small-shaped discriminator and a
 2-label classifier with random weights and a real WordPiece tokenizer (BERT's uncased vocabulary from
 ../shared/data when present, else one trained on the embedded demo corpus), saved as Hugging Face
 directories and exported to fused fp32 ONNX bundles (max_seq_len 128; --int8 adds int8 bundles).
 
-Configurations, each its own server process on a free port, started, polled on /health/ready, loaded, stopped:
+Configurations, each its own server process on a free port, all started before the first round and kept up
+until the last:
 
-  ours_batched     electra serve with its defaults (dynamic batching)
+  ours_batched     electra serve with its defaults (dynamic batching, uvicorn)
   ours_unbatched   electra serve --max-batch-size 1 (same server, one sequence per model call)
+  ours_granian     electra serve --http-server granian (defaults otherwise; when granian is installed)
   ours_int8        electra serve, defaults, int8 bundles (only with --int8, CPU)
   naive            bench/naive_server.py: Litestar sync handlers calling transformers on PyTorch eager
                    (ElectraForPreTraining + fast tokenizer; pipeline("text-classification")), one request at
                    a time, truncating at the same 128 tokens
+
+Rounds: a shared machine's speed drifts by tens of percent over minutes (other work, thermal limits), so
+configurations measured one after another can differ by the drift alone. Each round runs every
+(endpoint, concurrency) point for every configuration, one short window each, in an order rotated by one
+per round; ratios (batched vs naive, batched vs unbatched, granian vs uvicorn) are taken within each round
+and their median over rounds is reported, with each round's value, its load average and the medians of
+RPS, latency, server CPU per request and inputs per model call.
 
 Load: closed loop. At concurrency C, C virtual users (asyncio tasks, each on its own keep-alive connection
 with a minimal HTTP/1.1 client: httpx's ~1 ms of CPU per request would starve the server on 2 cores) each
@@ -23,15 +33,16 @@ prefixes of 60-100 words (the demo corpus stands in when ../shared/data is absen
 sees the same sequence. The client runs on the same machine as the server and competes for its cores: on a
 small machine the RPS it reports are a lower bound for every configuration alike.
 
-Server overhead: ours' p50 latency at concurrency 1 on /detect minus the median time of ONNX Runtime's
-`session.run` on the same single texts, in this process, on the same bundle, before any server starts.
-Recorded with it: GET /health/live's p50 per server (the HTTP + client floor of any request) and the
-in-process batching ceiling (texts/s of session.run at batch 32, padded, vs batch 1 on the same texts),
-against which the server's batched vs unbatched ratio can be read.
+Server overhead (per round, for ours_batched and ours_granian): --probe-texts /detect texts one at a time;
+for each, the server's end-to-end latency, then, right after, ONNX Runtime's `session.run` on the same
+text's inputs in this process (the server's own ModelRunner); the overhead is the median of the per-text
+differences, reported as its median over rounds. Recorded with it: GET /health/live's p50 (the HTTP +
+client floor of any request) and the in-process batching ceiling (texts/s of session.run at batch 32 of
+similar lengths vs batch 1), against which the server's batched vs unbatched ratio can be read.
 
-    python bench/serve_throughput.py                # CPU: 3 configs x 2 endpoints x 4 levels x 25 s, ~11 min
+    python bench/serve_throughput.py                # CPU: 4 configs x 2 endpoints x 2 levels x 5 rounds
     python bench/serve_throughput.py --device cuda --out bench/results/serve_throughput_cuda.json
-    python bench/serve_throughput.py --quick        # smoke test, ~1-2 min; writes no JSON unless --out
+    python bench/serve_throughput.py --quick        # smoke test, ~1 min; writes no JSON unless --out
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ import argparse
 import asyncio
 import gzip
 import importlib.metadata
+import importlib.util
 import json
 import logging
 import os
@@ -52,7 +64,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,14 +89,15 @@ MAX_SEQ_LEN = 128
 DETECTOR, CLASSIFIER = "detector", "sentiment"
 ENDPOINTS = ("detect", "classify")
 CONFIGS = ("ours_batched", "ours_unbatched", "naive")
-# The issue's targets, checked at concurrency 32 on /detect (the main endpoint).
+ALL_CONFIGS = (*CONFIGS, "ours_granian", "ours_int8")
+# The issue's targets (issue 15), checked at concurrency 32 on /detect (the main endpoint).
 TARGET_CONCURRENCY = 32
 TARGET_ENDPOINT = "detect"
 TARGETS = {
     "batched_vs_naive_rps_min": 3.0,
     "batched_p99_below_naive": True,
-    "batched_vs_unbatched_rps_min": 2.0,
-    "overhead_p50_ms_max": 1.0,
+    "batched_vs_unbatched_rps_min": 1.3,
+    "overhead_p50_ms_max": 0.5,
 }
 # Shares of the text mix: short sentences, single long sentences, paragraphs.
 MIX = {"short": 0.4, "sentence": 0.3, "paragraph": 0.3}
@@ -96,7 +109,7 @@ REQUEST_TIMEOUT_S = 120.0
 ERROR_SAMPLES = 3
 # The server's default --max-batch-size, for the in-process batching ceiling.
 BATCH_CEILING_SIZE = 32
-FLOOR_REQUESTS = 200
+FLOOR_REQUESTS = 100
 
 log = logging.getLogger("bench.serve_throughput")
 
@@ -301,100 +314,146 @@ def export_bundles(
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Server overhead: ONNX Runtime in process on the same single texts
+# The model's own time, in process: the batching ceiling and, per round, the server overhead probe
 # ----------------------------------------------------------------------------------------------------------
 
 
-def measure_ort(
-    bundle: Path, texts: Sequence[str], max_seq_len: int, device: str, threads: int | None, repeats: int
-) -> dict[str, Any]:
-    """Median `session.run` time per single text (each text's median over `repeats`), and tokenization's.
+class InProcessModel:
+    """The server's own runtime (electra.serving.runtime.ModelRunner: the same session options, e.g. idle
+    threads that sleep rather than spin, --threads as intra-op threads) loaded in this process, with each
+    text's model inputs encoded as the server encodes them (truncated at the bundle's max_seq_len)."""
 
-    The session is the server's own (electra.serving.runtime.ModelRunner: the same session options, e.g.
-    idle threads that sleep rather than spin, --threads as intra-op threads), so the difference to the
-    server's latency is what HTTP, tokenization and batching add; inputs as the server encodes them
-    (electra.onnx.export.encode_batch: right-padded, truncated).
-    """
-    import tokenizers
+    def __init__(self, bundle: Path, device: str, threads: int | None) -> None:
+        from electra.serving.runtime import ModelRunner
 
-    from electra.bundle import OUTPUT_NAME
-    from electra.onnx.parity import encode_batch
-    from electra.serving.runtime import ModelRunner
+        self.runner = ModelRunner("in-process", bundle, device, threads or 0)
+        self.session = self.runner.session
+        self._feeds: dict[str, dict[str, Any]] = {}
 
-    session = ModelRunner("overhead", bundle, device, threads or 0).session
-    tokenizer = load_tokenizer(bundle)
-    names = [i.name for i in session.get_inputs()]
-    # encode_batch copies the tokenizer on every call; timing tokenization needs one configured once.
-    configured = tokenizers.Tokenizer.from_str(tokenizer.to_str())
-    configured.enable_truncation(max_length=max_seq_len)
-    feeds = []
-    for text in texts:
-        batch = encode_batch(tokenizer, [(text, None)], max_seq_len)
-        feeds.append({n: batch[n] for n in names})
-    for feed in feeds[:5]:  # ORT grows its arenas on the first calls at new shapes
-        session.run([OUTPUT_NAME], feed)
-    run_s, tokenize_s = [], []
-    for text, feed in zip(texts, feeds, strict=True):
-        per_text = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            session.run([OUTPUT_NAME], feed)
-            per_text.append(time.perf_counter() - t)
-        run_s.append(statistics.median(per_text))
+    def feed(self, text: str) -> dict[str, Any]:
+        if text not in self._feeds:
+            self._feeds[text] = self.runner.pad(self.runner.encode([text]))
+        return self._feeds[text]
+
+    def run_s(self, text: str) -> float:
+        """Seconds of one `session.run` on `text`'s inputs (inputs prepared beforehand, not timed)."""
+        from electra.bundle import OUTPUT_NAME
+
+        feed = self.feed(text)
         t = time.perf_counter()
-        configured.encode(text)
-        tokenize_s.append(time.perf_counter() - t)
-    return {
-        "texts": len(texts),
-        "repeats_per_text": repeats,
-        "providers": session.get_providers(),
-        "intra_op_num_threads": threads or "onnxruntime default",
-        "session_run_median_ms": 1e3 * statistics.median(run_s),
-        "tokenize_median_ms": 1e3 * statistics.median(tokenize_s),
-        "batching_ceiling": batching_ceiling(
-            session, tokenizer, texts, max_seq_len, names, BATCH_CEILING_SIZE
-        ),
-    }
+        self.session.run([OUTPUT_NAME], feed)
+        return time.perf_counter() - t
+
+    def warm_up(self, texts: Sequence[str]) -> None:
+        for text in texts:  # ORT grows its arenas on the first calls at new shapes
+            self.run_s(text)
 
 
-def batching_ceiling(
-    session: Any, tokenizer: Any, texts: Sequence[str], max_seq_len: int, names: list[str], batch_size: int
-) -> dict[str, Any]:
-    """Texts/s of `session.run` one text at a time vs `batch_size` texts per call (padded to the longest).
+def batching_ceiling(model: InProcessModel, texts: Sequence[str], batch_size: int) -> dict[str, Any]:
+    """Texts/s of `session.run` one text at a time vs `batch_size` texts per call, in alternating rounds.
 
-    What batching can give on this device at most, with no server around it: the server's batched vs
-    unbatched ratio should be read against this.
+    Batches as the server forms them under load: texts sorted by length and cut into batches of
+    neighbours (the batcher takes company of a similar length), each padded to its longest. What batching
+    can give on this device at most, with no server around it: the server's batched vs unbatched ratio
+    should be read against this.
     """
     from electra.bundle import OUTPUT_NAME
-    from electra.onnx.parity import encode_batch
 
     batch_size = min(batch_size, len(texts))
     texts = list(texts[: len(texts) // batch_size * batch_size])  # whole batches only
-    singles = [encode_batch(tokenizer, [(t, None)], max_seq_len) for t in texts]
-    batches = [
-        encode_batch(tokenizer, [(t, None) for t in texts[i : i + batch_size]], max_seq_len)
-        for i in range(0, len(texts), batch_size)
-    ]
+    encoded = sorted(model.runner.encode(list(texts)), key=lambda e: e.length)
+    singles = [model.runner.pad([e]) for e in encoded]
+    batches = [model.runner.pad(encoded[i : i + batch_size]) for i in range(0, len(encoded), batch_size)]
 
     def texts_per_s(feeds: list[dict[str, Any]]) -> float:
-        session.run([OUTPUT_NAME], {n: feeds[0][n] for n in names})  # this shape's first call allocates
         t = time.perf_counter()
         for feed in feeds:
-            session.run([OUTPUT_NAME], {n: feed[n] for n in names})
+            model.session.run([OUTPUT_NAME], feed)
         return len(texts) / (time.perf_counter() - t)
 
-    # Alternated, best of three: the two are compared on the same noisy machine at the same moments.
-    one, many = [], []
+    texts_per_s(singles[:5])
+    texts_per_s(batches[:2])  # a shape's first call allocates
+    gains, one, many = [], [], []
     for _ in range(3):
         one.append(texts_per_s(singles))
         many.append(texts_per_s(batches))
+        gains.append(many[-1] / one[-1])
     return {
         "texts": len(texts),
         "batch_size": batch_size,
-        "batch_1_texts_per_s": max(one),
-        "batched_texts_per_s": max(many),
-        "gain": max(many) / max(one),
+        "batches": "texts sorted by length, consecutive groups, each padded to its longest",
+        "rounds": 3,
+        "batch_1_texts_per_s": one,
+        "batched_texts_per_s": many,
+        "gain_median": statistics.median(gains),
     }
+
+
+async def overhead_probe(
+    base_url: str, path: str, texts: Sequence[str], model: InProcessModel, repeats: int = 3
+) -> dict[str, Any]:
+    """Per text, `repeats` times in alternation: the server's latency for it (one request, keep-alive
+    connection, this process's client), then the in-process `session.run` on the same text's inputs.
+
+    overhead_p50_ms: the median over texts of (the text's median latency - its median session.run), each
+    pair measured within milliseconds of each other, so a drift in the machine's speed cancels;
+    overhead_floor_p50_ms: the same with each side's minimum over the repeats, which also drops the moments
+    another process had the cores (on a shared machine the steadier figure). What both hold: HTTP over
+    loopback and this client, JSON, tokenization, queueing, the thread hops to ONNX Runtime and back,
+    post-processing.
+    """
+    url = httpx.URL(base_url)
+    conn = RawHTTP(url.host, url.port or 80)
+    requests = [raw_request(url.host, url.port or 80, path, json.dumps({"text": t}).encode()) for t in texts]
+    server_s: list[list[float]] = []
+    model_s: list[list[float]] = []
+    try:
+        for text, request in zip(texts, requests, strict=True):
+            server_s.append([])
+            model_s.append([])
+            for _ in range(repeats):
+                t = time.perf_counter()
+                status, body = await conn.post(request)
+                server_s[-1].append(time.perf_counter() - t)
+                if status != 200:
+                    raise BenchError(f"{base_url}{path} answered {status}: {body[:200]!r}")
+                model_s[-1].append(model.run_s(text))
+    finally:
+        conn.close()
+    medians = [(statistics.median(a), statistics.median(b)) for a, b in zip(server_s, model_s, strict=True)]
+    floors = [(min(a), min(b)) for a, b in zip(server_s, model_s, strict=True)]
+    return {
+        "texts": len(texts),
+        "repeats": repeats,
+        "server_p50_ms": 1e3 * statistics.median(a for a, _ in medians),
+        "session_run_p50_ms": 1e3 * statistics.median(b for _, b in medians),
+        "overhead_p50_ms": 1e3 * statistics.median(a - b for a, b in medians),
+        "overhead_floor_p50_ms": 1e3 * statistics.median(a - b for a, b in floors),
+        "difference_of_p50s_ms": 1e3
+        * (statistics.median(a for a, _ in medians) - statistics.median(b for _, b in medians)),
+    }
+
+
+async def http_floor(base_url: str, requests: int = FLOOR_REQUESTS) -> float:
+    """p50 ms of GET /health/live one at a time: HTTP and client cost with next to no server work.
+
+    Part of every client-observed latency, so part of the measured overhead too; recorded to tell the
+    client's and the HTTP server's share from the request path's.
+    """
+    url = httpx.URL(base_url)
+    conn = RawHTTP(url.host, url.port or 80)
+    request = f"GET /health/live HTTP/1.1\r\nHost: {url.host}:{url.port}\r\n\r\n".encode()
+    latencies = []
+    try:
+        for _ in range(requests):
+            t = time.perf_counter()
+            status, body = await conn.post(request)
+            latencies.append(time.perf_counter() - t)
+            if status != 200:
+                raise BenchError(f"{base_url}/health/live answered {status}: {body[:200]!r}")
+    finally:
+        conn.close()
+    return 1e3 * statistics.median(latencies)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -406,6 +465,7 @@ def batching_ceiling(
 class ServerSpec:
     name: str
     command: list[str]  # without --port, which is chosen at start
+    ours: bool = True  # an `electra serve`: has /metrics with the model's own inference time
 
 
 def server_specs(
@@ -429,10 +489,31 @@ def server_specs(
     commands = {
         "ours_batched": lambda: ours("fp32", []),
         "ours_unbatched": lambda: ours("fp32", ["--max-batch-size", "1"]),
+        "ours_granian": lambda: ours("fp32", ["--http-server", "granian"]),
         "ours_int8": lambda: ours("int8", []),
         "naive": lambda: naive,
     }
-    return [ServerSpec(name, commands[name]()) for name in configs]
+    return [ServerSpec(name, commands[name](), ours=name != "naive") for name in configs]
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far, every thread of it (/proc/PID/stat; 0.0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+_METRIC_LINE = re.compile(r'^electra_inference_seconds_(sum|count)\{model="([^"]+)"\} (\S+)$', re.MULTILINE)
+
+
+def inference_totals(metrics_text: str) -> dict[str, dict[str, float]]:
+    """{model: {"sum": seconds, "count": calls}} of electra_inference_seconds in a /metrics page."""
+    out: dict[str, dict[str, float]] = {}
+    for kind, model, value in _METRIC_LINE.findall(metrics_text):
+        out.setdefault(model, {})[kind] = float(value)
+    return out
 
 
 class Server:
@@ -441,6 +522,7 @@ class Server:
 
     def __init__(self, spec: ServerSpec, log_dir: Path) -> None:
         self.spec = spec
+        self.name = spec.name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_dir / f"{spec.name}.log"
@@ -456,6 +538,23 @@ class Server:
         except ServerNotReady as e:
             raise BenchError(str(e)) from None
         self.startup_s = time.perf_counter() - t
+
+    def counters(self) -> dict[str, float]:
+        """What a window's deltas are taken of: the process's CPU seconds and, for ours, the model's own
+        time (electra_inference_seconds, summed over the models) and calls."""
+        if self.proc is None:
+            return {}
+        out = {"cpu_s": process_cpu_s(self.proc.pid)}
+        if self.spec.ours:
+            with httpx.Client(timeout=30.0) as client:
+                totals = inference_totals(client.get(f"{self.url}/metrics").text)
+            out["inference_s"] = sum(t.get("sum", 0.0) for t in totals.values())
+            out["inference_calls"] = sum(t.get("count", 0.0) for t in totals.values())
+        return out
+
+    def check_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise BenchError(f"{self.name} died under load:\n{self.log_tail()}")
 
     def log_tail(self) -> str:
         return self.proc.log_tail() if self.proc is not None else "(no log)"
@@ -478,6 +577,7 @@ class PointResult:
     latencies_s: list[float] = field(default_factory=list)  # successful requests only
     errors: int = 0
     error_samples: list[str] = field(default_factory=list)
+    completed: int = 0  # every answered request, warm-up and past the window included
 
 
 def summarize(point: PointResult) -> dict[str, Any]:
@@ -591,6 +691,7 @@ async def closed_loop(
                     conn.close()
                     error = f"{type(e).__name__}: {e}"
                 t1 = time.perf_counter()
+                result.completed += 1
                 if window_start <= t1 <= window_end:
                     if error is None:
                         result.latencies_s.append(t1 - t0)
@@ -605,34 +706,6 @@ async def closed_loop(
 
     await asyncio.gather(*(user(u) for u in range(concurrency)))
     return result
-
-
-async def run_point(
-    base_url: str, path: str, bodies: Sequence[bytes], concurrency: int, warmup_s: float, seconds: float
-) -> PointResult:
-    return await closed_loop(base_url, path, bodies, concurrency, warmup_s, seconds)
-
-
-async def http_floor(base_url: str, requests: int = FLOOR_REQUESTS) -> dict[str, Any]:
-    """p50 of GET /health/live one at a time: HTTP and client cost with next to no server work.
-
-    Part of every client-observed latency, so part of the measured overhead too; recorded to tell the
-    client's and the framework's share from the request path's.
-    """
-    url = httpx.URL(base_url)
-    conn = RawHTTP(url.host, url.port or 80)
-    request = f"GET /health/live HTTP/1.1\r\nHost: {url.host}:{url.port}\r\n\r\n".encode()
-    latencies = []
-    try:
-        for _ in range(requests):
-            t = time.perf_counter()
-            status, body = await conn.post(request)
-            latencies.append(time.perf_counter() - t)
-            if status != 200:
-                raise BenchError(f"{base_url}/health/live answered {status}: {body[:200]!r}")
-    finally:
-        conn.close()
-    return {"requests": requests, "p50_ms": 1e3 * statistics.median(latencies)}
 
 
 def check_responses(base_url: str, texts: Sequence[str]) -> None:
@@ -701,17 +774,113 @@ def classify_problems(body: Any, n: int, labels: set[str]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Report
+# Rounds: every configuration for a short window per round, order rotated, servers up throughout
 # ----------------------------------------------------------------------------------------------------------
 
 
+def round_order(names: Sequence[str], round_index: int) -> list[str]:
+    """The configurations' order in round `round_index`: rotated by one per round, so over len(names)
+    rounds each one runs in every position once (none always runs first, just after a rival, or last)."""
+    if not names:
+        return []
+    k = round_index % len(names)
+    return [*names[k:], *names[:k]]
+
+
+async def run_rounds(
+    servers: Sequence[Any],
+    points: Sequence[tuple[str, int]],
+    bodies: dict[str, Sequence[bytes]],
+    rounds: int,
+    warmup_s: float,
+    seconds: float,
+    probe: Callable[[int], Awaitable[dict[str, Any]]] | None = None,
+    say: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
+    """`rounds` rounds; in each, for every (endpoint, concurrency) point, every server for one closed-loop
+    window (warm-up + seconds), in round_order; then `probe(round)` (the overhead probe) if given.
+
+    `servers`: objects with name, url, counters() (a dict of monotonic totals; the window records their
+    deltas) and check_alive(). Each round records the load average at its start and end.
+    """
+    by_name = {s.name: s for s in servers}
+    records = []
+    for r in range(rounds):
+        order = round_order(list(by_name), r)
+        record: dict[str, Any] = {"round": r, "load_average_start": list(os.getloadavg()), "order": order}
+        windows = []
+        for endpoint, c in points:
+            for position, name in enumerate(order):
+                server = by_name[name]
+                before = server.counters()
+                point = await closed_loop(server.url, f"/{endpoint}", bodies[endpoint], c, warmup_s, seconds)
+                after = server.counters()
+                server.check_alive()
+                row = {
+                    "round": r,
+                    "position": position,
+                    "config": name,
+                    "endpoint": endpoint,
+                    "concurrency": c,
+                    **summarize(point),
+                    **window_costs(before, after, point.completed),
+                }
+                if c == 1 and row.get("model_ms_per_call") is not None and row["mean_ms"] is not None:
+                    row["mean_minus_model_ms"] = row["mean_ms"] - row["model_ms_per_call"]
+                windows.append(row)
+                say(
+                    f"round {r + 1}/{rounds} {name:<15} /{endpoint:<8} c={c:<3} {row['rps']:8.1f} rps  "
+                    f"p50 {fmt(row['p50_ms'], '.1f')}  p99 {fmt(row['p99_ms'], '.1f')} ms  "
+                    f"cpu/req {fmt(row.get('cpu_ms_per_request'), '.2f')} ms  errors {row['errors']}"
+                )
+        record["windows"] = windows
+        if probe is not None:
+            record["overhead"] = await probe(r)
+        record["load_average_end"] = list(os.getloadavg())
+        records.append(record)
+    return records
+
+
+def window_costs(before: dict[str, float], after: dict[str, float], completed: int) -> dict[str, Any]:
+    """Per request of a window (warm-up included, as the counters are): server CPU ms, and for ours the
+    model's own ms per call and inputs per model call."""
+    out: dict[str, Any] = {"completed": completed}
+    if "cpu_s" in before and completed:
+        out["cpu_ms_per_request"] = 1e3 * (after["cpu_s"] - before["cpu_s"]) / completed
+    if "inference_s" in before:
+        calls = after["inference_calls"] - before["inference_calls"]
+        seconds = after["inference_s"] - before["inference_s"]
+        out["model_calls"] = calls
+        out["model_ms_per_call"] = 1e3 * seconds / calls if calls else None
+        out["inputs_per_call"] = completed / calls if calls else None
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Report: medians over rounds, and the median of per-round ratios
+# ----------------------------------------------------------------------------------------------------------
+
+# name: (numerator config, denominator config, metric). Computed within each round, then the median taken.
+RATIOS = {
+    "batched_vs_naive_rps": ("ours_batched", "naive", "rps"),
+    "naive_vs_batched_p99": ("naive", "ours_batched", "p99_ms"),  # > 1: naive's p99 is that many times ours
+    "batched_vs_unbatched_rps": ("ours_batched", "ours_unbatched", "rps"),
+    "unbatched_vs_batched_p99": ("ours_unbatched", "ours_batched", "p99_ms"),
+    "granian_vs_uvicorn_rps": ("ours_granian", "ours_batched", "rps"),
+    "uvicorn_vs_granian_p50": ("ours_batched", "ours_granian", "p50_ms"),  # > 1: granian is faster
+    "uvicorn_vs_granian_cpu_per_request": ("ours_batched", "ours_granian", "cpu_ms_per_request"),
+    "naive_vs_batched_cpu_per_request": ("naive", "ours_batched", "cpu_ms_per_request"),
+    "int8_vs_fp32_rps": ("ours_int8", "ours_batched", "rps"),
+}
+
+
 def find(
-    results: list[dict[str, Any]], config: str, endpoint: str, concurrency: int
+    rows: Sequence[dict[str, Any]], config: str, endpoint: str, concurrency: int
 ) -> dict[str, Any] | None:
     return next(
         (
             r
-            for r in results
+            for r in rows
             if r["config"] == config and r["endpoint"] == endpoint and r["concurrency"] == concurrency
         ),
         None,
@@ -722,38 +891,123 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def compute_ratios(results: list[dict[str, Any]], concurrency: int) -> dict[str, dict[str, float | None]]:
-    """Per endpoint at `concurrency`: batched vs naive RPS and p99, batched vs unbatched RPS (and p99)."""
-    out = {}
-    for endpoint in sorted({r["endpoint"] for r in results}):
-        b = find(results, "ours_batched", endpoint, concurrency) or {}
-        u = find(results, "ours_unbatched", endpoint, concurrency) or {}
-        n = find(results, "naive", endpoint, concurrency) or {}
-        out[endpoint] = {
-            "concurrency": concurrency,
-            "batched_vs_naive_rps": ratio(b.get("rps"), n.get("rps")),
-            # > 1: the naive server's p99 is that many times ours
-            "naive_vs_batched_p99": ratio(n.get("p99_ms"), b.get("p99_ms")),
-            "batched_vs_unbatched_rps": ratio(b.get("rps"), u.get("rps")),
-            "unbatched_vs_batched_p99": ratio(u.get("p99_ms"), b.get("p99_ms")),
-        }
+def median_or_none(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def per_round_ratios(
+    rounds: Sequence[dict[str, Any]], a: str, b: str, metric: str, endpoint: str, concurrency: int
+) -> list[float | None]:
+    """`a`'s metric over `b`'s in each round (None where either is missing or b's is 0)."""
+    out = []
+    for record in rounds:
+        ra = find(record["windows"], a, endpoint, concurrency) or {}
+        rb = find(record["windows"], b, endpoint, concurrency) or {}
+        out.append(ratio(ra.get(metric), rb.get(metric)))
     return out
 
 
-def check_targets(
-    ratios: dict[str, dict[str, float | None]], overhead: dict[str, Any] | None
-) -> dict[str, Any]:
-    r = ratios.get(TARGET_ENDPOINT, {})
+def summarize_ratio(values: Sequence[float | None]) -> dict[str, Any]:
+    present = [v for v in values if v is not None]
+    return {
+        "median": median_or_none(values),
+        "min": min(present) if present else None,
+        "max": max(present) if present else None,
+        "per_round": list(values),
+    }
+
+
+def compute_ratios(rounds: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """{endpoint: {concurrency: {ratio name: {median, min, max, per_round}}}} for every RATIOS entry whose
+    two configurations ran."""
+    windows = [w for record in rounds for w in record["windows"]]
+    configs = {w["config"] for w in windows}
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for endpoint in sorted({w["endpoint"] for w in windows}):
+        for c in sorted({w["concurrency"] for w in windows if w["endpoint"] == endpoint}):
+            level = out.setdefault(endpoint, {}).setdefault(str(c), {})
+            for name, (a, b, metric) in RATIOS.items():
+                if a in configs and b in configs:
+                    level[name] = summarize_ratio(per_round_ratios(rounds, a, b, metric, endpoint, c))
+    return out
+
+
+SUMMARY_KEYS = (
+    "rps",
+    "p50_ms",
+    "p95_ms",
+    "p99_ms",
+    "cpu_ms_per_request",
+    "model_ms_per_call",
+    "inputs_per_call",
+)
+
+
+def aggregate(rounds: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (config, endpoint, concurrency): the median over rounds of each figure, and rps per round."""
+    windows = [w for record in rounds for w in record["windows"]]
+    keys = sorted(
+        {(w["config"], w["endpoint"], w["concurrency"]) for w in windows}, key=lambda k: (k[1], k[2], k[0])
+    )
+    rows = []
+    for config, endpoint, c in keys:
+        mine = [w for w in windows if (w["config"], w["endpoint"], w["concurrency"]) == (config, endpoint, c)]
+        row: dict[str, Any] = {"config": config, "endpoint": endpoint, "concurrency": c, "rounds": len(mine)}
+        for key in SUMMARY_KEYS:
+            row[f"{key}_median"] = median_or_none([w.get(key) for w in mine])
+        row["rps_per_round"] = [w["rps"] for w in mine]
+        row["errors"] = sum(w["errors"] for w in mine)
+        rows.append(row)
+    return rows
+
+
+def overhead_summary(rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per ours configuration: the median over rounds of the probe's figures, and each round's overhead."""
+    out: dict[str, Any] = {}
+    configs = sorted({name for record in rounds for name in record.get("overhead", {})})
+    for config in configs:
+        probes = [record["overhead"][config] for record in rounds if config in record.get("overhead", {})]
+        out[config] = {
+            key: median_or_none([p.get(key) for p in probes])
+            for key in (
+                "overhead_p50_ms",
+                "overhead_floor_p50_ms",
+                "difference_of_p50s_ms",
+                "server_p50_ms",
+                "session_run_p50_ms",
+            )
+        } | {
+            "health_live_p50_ms": median_or_none([p.get("health_live_p50_ms") for p in probes]),
+            "overhead_p50_ms_per_round": [p.get("overhead_p50_ms") for p in probes],
+            "overhead_floor_p50_ms_per_round": [p.get("overhead_floor_p50_ms") for p in probes],
+        }
+        c1 = [
+            w.get("mean_minus_model_ms")
+            for record in rounds
+            for w in record["windows"]
+            if w["config"] == config and w["concurrency"] == 1 and w["endpoint"] == TARGET_ENDPOINT
+        ]
+        out[config]["c1_window_mean_minus_model_ms"] = median_or_none(c1)
+    return out
+
+
+def check_targets(ratios: dict[str, Any], overhead: dict[str, Any]) -> dict[str, Any]:
+    r = ratios.get(TARGET_ENDPOINT, {}).get(str(TARGET_CONCURRENCY), {})
+
+    def median(name: str) -> float | None:
+        return r.get(name, {}).get("median")
 
     def met(value: float | None, ok: bool) -> bool | None:
         return None if value is None else ok
 
-    speedup, p99 = r.get("batched_vs_naive_rps"), r.get("naive_vs_batched_p99")
-    batching = r.get("batched_vs_unbatched_rps")
-    over = overhead.get("overhead_p50_ms") if overhead else None
+    speedup, p99 = median("batched_vs_naive_rps"), median("naive_vs_batched_p99")
+    batching = median("batched_vs_unbatched_rps")
+    over = overhead.get("ours_batched", {}).get("overhead_p50_ms")
     return {
         "endpoint": TARGET_ENDPOINT,
         "concurrency": TARGET_CONCURRENCY,
+        "statistic": "median of per-round ratios",
         "batched_vs_naive_rps": {
             "min": TARGETS["batched_vs_naive_rps_min"],
             "measured": speedup,
@@ -782,29 +1036,45 @@ def fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def print_table(results: list[dict[str, Any]]) -> None:
-    head = ["config", "endpoint", "conc", "rps", "p50 ms", "p95 ms", "p99 ms", "err"]
-    print(f"\n{head[0]:<15} {head[1]:<9} " + " ".join(f"{h:>8}" for h in head[2:]))
-    for r in results:
-        cells = [f"{r['concurrency']:>8}", f"{r['rps']:>8.1f}"]
-        cells += [fmt(r[k], ">8.1f") for k in ("p50_ms", "p95_ms", "p99_ms")] + [f"{r['errors']:>8}"]
+def print_table(rows: list[dict[str, Any]]) -> None:
+    head = ["config", "endpoint", "conc", "rps", "p50 ms", "p99 ms", "cpu/req", "in/call", "err"]
+    print(f"\nmedians over rounds\n{head[0]:<15} {head[1]:<9} " + " ".join(f"{h:>8}" for h in head[2:]))
+    for r in rows:
+        cells = [f"{r['concurrency']:>8}", f"{r['rps_median']:>8.1f}"]
+        cells += [fmt(r[f"{k}_median"], ">8.2f") for k in ("p50_ms", "p99_ms", "cpu_ms_per_request")]
+        cells += [fmt(r["inputs_per_call_median"], ">8.2f"), f"{r['errors']:>8}"]
         print(f"{r['config']:<15} {r['endpoint']:<9} " + " ".join(cells))
+
+
+def print_ratios(ratios: dict[str, Any]) -> None:
+    print("\nmedian of per-round ratios [min, max]")
+    for endpoint, levels in ratios.items():
+        for c, named in levels.items():
+            for name, s in named.items():
+                print(
+                    f"  /{endpoint:<8} c={c:<3} {name:<36} {fmt(s['median'], '.2f')}  "
+                    f"[{fmt(s['min'], '.2f')}, {fmt(s['max'], '.2f')}]"
+                )
 
 
 def print_targets(targets: dict[str, Any]) -> None:
     def word(ok: bool | None) -> str:
         return {True: "met", False: "NOT met", None: "not measured"}[ok]
 
-    where = f"/{targets['endpoint']} at concurrency {targets['concurrency']}"
+    where = f"/{targets['endpoint']} at concurrency {targets['concurrency']}, median of per-round ratios"
     t = targets["batched_vs_naive_rps"]
-    measured = fmt(t["measured"], ".2f")
-    print(f"\ntarget: batched >= {t['min']}x naive RPS, {where}: {measured}x ({word(t['met'])})")
+    print(
+        f"\ntarget: batched >= {t['min']}x naive RPS, {where}: "
+        f"{fmt(t['measured'], '.2f')}x ({word(t['met'])})"
+    )
     t = targets["batched_p99_below_naive"]
     measured = fmt(t["naive_vs_batched_p99"], ".2f")
     print(f"target: batched p99 below naive's, {where}: naive/ours {measured}x ({word(t['met'])})")
     t = targets["batched_vs_unbatched_rps"]
-    measured = fmt(t["measured"], ".2f")
-    print(f"target: batching >= {t['min']}x no batching, {where}: {measured}x ({word(t['met'])})")
+    print(
+        f"target: batching >= {t['min']}x no batching, {where}: "
+        f"{fmt(t['measured'], '.2f')}x ({word(t['met'])})"
+    )
     t = targets["overhead_p50_ms"]
     measured = fmt(t["measured"], ".2f")
     print(f"target: server overhead < {t['max']} ms at p50, concurrency 1: {measured} ms ({word(t['met'])})")
@@ -826,35 +1096,42 @@ def name_list(choices: Sequence[str]) -> Any:
     return parse
 
 
+def default_configs() -> list[str]:
+    """CONFIGS, with ours_granian when granian is installed."""
+    return [*CONFIGS, *(["ours_granian"] if importlib.util.find_spec("granian") else [])]
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--size", default="small", help="model size preset (default small)")
-    ap.add_argument("--seconds", type=float, default=20.0, help="recorded seconds per load point")
-    ap.add_argument("--warmup-seconds", type=float, default=5.0, help="unrecorded seconds before each point")
-    ap.add_argument("--concurrency", type=int_list, default=[1, 8, 32, 64])
+    ap.add_argument("--rounds", type=int, default=5, help="rounds (every configuration once per point each)")
+    ap.add_argument("--seconds", type=float, default=4.0, help="recorded seconds per window")
+    ap.add_argument("--warmup-seconds", type=float, default=1.0, help="unrecorded seconds before each window")
+    ap.add_argument("--concurrency", type=int_list, default=[1, 32])
     ap.add_argument("--endpoints", type=name_list(ENDPOINTS), default=list(ENDPOINTS))
     ap.add_argument(
         "--configs",
-        type=name_list((*CONFIGS, "ours_int8")),
-        default=list(CONFIGS),
-        help=f"default {','.join(CONFIGS)}",
+        type=name_list(ALL_CONFIGS),
+        default=None,
+        help=f"default {','.join(CONFIGS)} (and ours_granian when granian is installed)",
     )
     ap.add_argument("--int8", action="store_true", help="also export int8 bundles and run ours_int8 (CPU)")
     ap.add_argument("--threads", type=int, default=None, help="--threads for every server (default: theirs)")
     ap.add_argument("--max-seq-len", type=int, default=MAX_SEQ_LEN)
-    ap.add_argument("--overhead-texts", type=int, default=200, help="texts timed in process for the overhead")
-    ap.add_argument("--quick", action="store_true", help="smoke test: 2 s points, concurrency 1,8, few texts")
+    ap.add_argument("--probe-texts", type=int, default=100, help="texts of the overhead probe, per round")
+    ap.add_argument("--quick", action="store_true", help="smoke test: 2 rounds of 1 s windows, few texts")
     ap.add_argument("--work-dir", type=Path, default=None, help="keep models, bundles and logs here")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
+    if args.configs is None:
+        args.configs = default_configs()
     if args.quick:
-        args.seconds, args.warmup_seconds, args.overhead_texts = 2.0, 0.5, 20
-        args.concurrency = [c for c in args.concurrency if c <= 8] or [1]
+        args.rounds, args.seconds, args.warmup_seconds, args.probe_texts = 2, 1.0, 0.3, 10
     if args.int8 and "ours_int8" not in args.configs:
         args.configs.append("ours_int8")
-    if args.seconds <= 0 or args.warmup_seconds < 0:
-        ap.error("--seconds must be positive and --warmup-seconds not negative")
+    if args.seconds <= 0 or args.warmup_seconds < 0 or args.rounds < 1:
+        ap.error("--seconds and --rounds must be positive and --warmup-seconds not negative")
     if args.device == "cuda" and "ours_int8" in args.configs:
         ap.error("int8 bundles are CPU only (no CUDA kernels for the dynamic-quantisation ops)")
     return args
@@ -884,93 +1161,98 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     bundles, bundle_info = export_bundles(work, model_dirs, precisions, args.max_seq_len)
     setup_s = time.perf_counter() - started
 
-    # Before any server starts, so nothing else of ours competes for the cores.
-    ort_detect = measure_ort(
-        bundles["fp32"][DETECTOR],
-        texts[: args.overhead_texts],
-        args.max_seq_len,
-        args.device,
-        args.threads,
-        5,
+    # The detector as the servers run it, in this process: the batching ceiling now, before any server
+    # starts, and the model's own time in every round's overhead probe.
+    model = InProcessModel(bundles["fp32"][DETECTOR], args.device, args.threads)
+    probe_texts = texts[: args.probe_texts]
+    # Every probe text's shape once, twice: ORT grows its arenas on a shape's first calls, which the servers
+    # have long done by the time the probe runs.
+    model.warm_up(probe_texts * 2)
+    ceiling = batching_ceiling(
+        model, texts[: max(BATCH_CEILING_SIZE * 4, args.probe_texts)], BATCH_CEILING_SIZE
     )
-    ceiling = ort_detect["batching_ceiling"]
     print(
-        f"in-process ORT session.run on /detect texts: median {ort_detect['session_run_median_ms']:.2f} ms "
-        f"one at a time; batch {ceiling['batch_size']} gives {ceiling['gain']:.2f}x the texts/s of batch 1",
+        f"in-process batching ceiling: batch {ceiling['batch_size']} of similar lengths gives "
+        f"{ceiling['gain_median']:.2f}x the texts/s of batch 1",
         flush=True,
     )
 
-    bodies = {
-        "detect": [json.dumps({"text": t}).encode() for t in texts],
-        "classify": [json.dumps({"text": t}).encode() for t in texts],
-    }
+    bodies = {endpoint: [json.dumps({"text": t}).encode() for t in texts] for endpoint in ENDPOINTS}
     specs = server_specs(args.configs, bundles, model_dirs, args.device, args.threads, args.max_seq_len)
-    results: list[dict[str, Any]] = []
-    configs: dict[str, Any] = {}
-    for spec in specs:
-        server = Server(spec, work)
-        try:
+    servers = [Server(spec, work) for spec in specs]
+    points = [(endpoint, c) for endpoint in args.endpoints for c in args.concurrency]
+    try:
+        for server in servers:  # all up before the first round, kept up to the last
             server.start()
-            print(f"{spec.name}: ready in {server.startup_s:.1f}s on port {server.port}", flush=True)
+            print(f"{server.name}: ready in {server.startup_s:.1f}s on port {server.port}", flush=True)
             check_responses(server.url, texts[:3])
-            floor = asyncio.run(http_floor(server.url))
-            for endpoint in args.endpoints:
-                for c in args.concurrency:
-                    point = asyncio.run(
-                        run_point(
-                            server.url, f"/{endpoint}", bodies[endpoint], c, args.warmup_seconds, args.seconds
-                        )
-                    )
-                    row = {"config": spec.name, "endpoint": endpoint, "concurrency": c, **summarize(point)}
-                    results.append(row)
-                    latency = f"p50 {fmt(row['p50_ms'], '.1f')}  p99 {fmt(row['p99_ms'], '.1f')} ms"
-                    print(
-                        f"{spec.name:<15} /{endpoint:<8} c={c:<3} {row['rps']:8.1f} rps  {latency}  "
-                        f"errors {row['errors']}",
-                        flush=True,
-                    )
-                    if server.proc is not None and server.proc.poll() is not None:
-                        raise BenchError(f"{spec.name} died under load:\n{server.log_tail()}")
-        finally:
+        ours = [s for s in servers if s.spec.ours and s.name in ("ours_batched", "ours_granian")]
+
+        async def probe(round_index: int) -> dict[str, Any]:
+            out = {}
+            for server in round_order(ours, round_index):
+                result = await overhead_probe(server.url, f"/{TARGET_ENDPOINT}", probe_texts, model)
+                result["health_live_p50_ms"] = await http_floor(server.url, FLOOR_REQUESTS)
+                out[server.name] = result
+            return out
+
+        rounds = asyncio.run(
+            run_rounds(
+                servers,
+                points,
+                bodies,
+                args.rounds,
+                args.warmup_seconds,
+                args.seconds,
+                probe=probe,
+                say=lambda line: print(line, flush=True),
+            )
+        )
+        for record in rounds:
+            for name, p in record.get("overhead", {}).items():
+                print(
+                    f"round {record['round'] + 1} overhead probe {name}: server p50 "
+                    f"{p['server_p50_ms']:.2f} ms, session.run p50 {p['session_run_p50_ms']:.2f} ms, "
+                    f"overhead p50 {p['overhead_p50_ms']:.2f} ms (floor {p['overhead_floor_p50_ms']:.2f} ms)",
+                    flush=True,
+                )
+    finally:
+        for server in servers:
             server.stop()
-        configs[spec.name] = {
+
+    rows = aggregate(rounds)
+    ratios = compute_ratios(rounds)
+    overhead = overhead_summary(rounds)
+    targets = check_targets(ratios, overhead)
+    print_table(rows)
+    print_ratios(ratios)
+    print_targets(targets)
+    configs = {
+        s.name: {
             # The interpreter and the temporary directory say nothing about another machine's run.
             "command": [
-                "python" if a == sys.executable else a.replace(str(work), "$WORK") for a in spec.command
+                "python" if a == sys.executable else a.replace(str(work), "$WORK") for a in s.spec.command
             ],
-            "startup_s": server.startup_s,
-            "health_live_p50_ms": floor["p50_ms"],
+            "startup_s": s.startup_s,
         }
-
-    overhead = None
-    c1 = find(results, "ours_batched", "detect", 1)
-    if c1 is not None and c1["p50_ms"] is not None:
-        overhead = {
-            "endpoint": "detect",
-            "server_p50_ms_c1": c1["p50_ms"],
-            "ort_session_run": ort_detect,
-            "overhead_p50_ms": c1["p50_ms"] - ort_detect["session_run_median_ms"],
-            "health_live_p50_ms": configs["ours_batched"]["health_live_p50_ms"],
-            "overhead_beyond_health_live_p50_ms": (
-                c1["p50_ms"]
-                - ort_detect["session_run_median_ms"]
-                - configs["ours_batched"]["health_live_p50_ms"]
-            ),
-            "note": (
-                "client-observed p50 (HTTP over loopback, JSON, tokenization, queueing, post-processing) "
-                "minus the median in-process session.run on the same texts; the client's own time is "
-                "included. health_live_p50_ms: GET /health/live one at a time, the HTTP + client floor "
-                "of any request"
-            ),
-        }
-    ratios = compute_ratios(results, TARGET_CONCURRENCY)
-    targets = check_targets(ratios, overhead)
-    print_table(results)
-    print_targets(targets)
+        for s in servers
+    }
 
     device_name = torch.cuda.get_device_name() if args.device == "cuda" else cpu_name()
     import transformers
 
+    versions = {
+        "python": platform.python_version(),
+        "onnxruntime": ort.__version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "litestar": importlib.metadata.version("litestar"),
+        "uvicorn": importlib.metadata.version("uvicorn"),
+        "httpx": httpx.__version__,
+        "numpy": np.__version__,
+    }
+    if importlib.util.find_spec("granian"):
+        versions["granian"] = importlib.metadata.version("granian")
     return {
         "benchmark": "serve_throughput",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -982,39 +1264,64 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             "server_threads": args.threads or "each server's default",
             "torch_default_num_threads": torch.get_num_threads(),
         },
-        "versions": {
-            "python": platform.python_version(),
-            "onnxruntime": ort.__version__,
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "litestar": importlib.metadata.version("litestar"),
-            "httpx": httpx.__version__,
-            "numpy": np.__version__,
-        },
+        "versions": versions,
         "model": {**model_info, "tokenizer": tokenizer_source, "max_seq_len": args.max_seq_len},
         "bundles": bundle_info,
         "texts": text_info,
-        "load": {
-            "kind": "closed loop: each virtual user sends its next request when the previous one answers",
+        "method": {
+            "rounds": args.rounds,
+            "design": (
+                "all servers up for the whole run; each round runs every (endpoint, concurrency) point "
+                "for every configuration, one window each, in an order rotated by one per round; then the "
+                "overhead probe. Ratios are taken within each round and their median reported (with min, "
+                "max and every round's value), so a change in the machine's speed during the run moves "
+                "both sides of a ratio"
+            ),
+            "window": {"warmup_seconds": args.warmup_seconds, "seconds": args.seconds},
+            "load": "closed loop: each virtual user sends its next request when the previous one answers",
             "client": "asyncio, a minimal HTTP/1.1 client, one keep-alive connection per user, same machine",
             "body": 'one text per request: {"text": ...}',
-            "seconds": args.seconds,
-            "warmup_seconds": args.warmup_seconds,
-            "concurrency": args.concurrency,
-            "endpoints": args.endpoints,
             "recorded": "requests completing inside the window; rps = successful ones / window",
             "percentiles": "numpy.percentile (linear) of successful requests' latencies",
+            "cpu_ms_per_request": "server process CPU (user+system, all threads, /proc) over the window "
+            "incl. warm-up / requests completed in it",
+            "model_ms_per_call": "electra_inference_seconds (the server's own ONNX Runtime time) per call",
+            "overhead": (
+                "per round, per ours server, on /detect: probe_texts texts one at a time, 3 times each; each "
+                "time the server's end-to-end latency (this client, loopback, keep-alive), then right after, "
+                "in this process, ONNX Runtime session.run on the same text's inputs (the server's "
+                "ModelRunner: same session options, inputs encoded as the server does, prepared beforehand). "
+                "overhead_p50_ms = median over texts of (median latency - median session.run); "
+                "overhead_floor_p50_ms = the same with the minimum of each side over the 3 (what is left "
+                "when other processes did not have the cores); reported: their medians over rounds. "
+                "c1_window_mean_minus_model_ms: a second estimate, the c=1 windows' mean latency minus the "
+                "server's own mean inference time (its /metrics). health_live_p50_ms: GET /health/live one "
+                "at a time, the HTTP + client floor of any request, included in the overhead"
+            ),
+            "probe_texts": args.probe_texts,
+            "concurrency": args.concurrency,
+            "endpoints": args.endpoints,
+            "configs": args.configs,
             "quick": args.quick,
         },
+        "load_average": {
+            "start": list(load_start),
+            "end": list(os.getloadavg()),
+            "per_round": [
+                {"round": r["round"], "start": r["load_average_start"], "end": r["load_average_end"]}
+                for r in rounds
+            ],
+            "note": "1, 5 and 15 minute load averages of the whole machine (other users' work included)",
+        },
+        "batching_ceiling": ceiling,
         "configs": configs,
         "targets": targets,
         "ratios": ratios,
         "overhead": overhead,
-        "results": results,
+        "results": rows,
+        "rounds": rounds,
         "setup_s": setup_s,
         "wall_s": time.perf_counter() - started,
-        "load_average_start": load_start,
-        "load_average_end": os.getloadavg(),
     }
 
 

@@ -1,12 +1,18 @@
 """Read and write the standard Hugging Face model directory: config.json + model.safetensors.
 
 A directory written by `save_hf_dir` loads with transformers' `ElectraForPreTraining` / `ElectraForMaskedLM` /
-`ElectraForSequenceClassification.from_pretrained` with no missing or unexpected weights, and `load_hf_dir`
+`ElectraForSequenceClassification.from_pretrained` (a classifier with the "hf" head) with no missing or
+unexpected weights, and `load_hf_dir`
 reads what transformers' `save_pretrained` writes (model.safetensors, or a legacy pytorch_model.bin).
 
 Tied weights: like transformers, the generator's output weight (`generator_lm_head.weight`, the same Parameter
 as `electra.embeddings.word_embeddings.weight`) is not written; transformers re-ties it on load and so do we.
 safetensors also refuses to store two names for one tensor, so omitting it is the only faithful option.
+
+Classifier heads: config.json's "classifier_head" says which head a classifier has ("hf" or "linear", see
+electra.model.ElectraClassifier); a file without it (transformers', or ours before the key existed) has the
+"hf" head. transformers ignores the key; a "linear" directory is refused by its
+ElectraForSequenceClassification (a size mismatch on classifier.dense), never loaded with a random head.
 """
 
 from __future__ import annotations
@@ -25,7 +31,15 @@ from electra.atomic import atomic_dir
 from electra.config import ARCHITECTURES, ElectraConfig
 from electra.errors import InputError
 from electra.files import CONFIG_JSON, MODEL_SAFETENSORS, PYTORCH_MODEL_BIN
-from electra.model import ElectraGenerator, ElectraHeadModel, Kind, build_model
+from electra.model import (
+    CLASSIFIER_HEADS,
+    ClassifierHead,
+    ElectraClassifier,
+    ElectraGenerator,
+    ElectraHeadModel,
+    Kind,
+    build_model,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +48,8 @@ WORD_EMBEDDINGS_KEY = "electra.embeddings.word_embeddings.weight"
 # Index buffers that older transformers releases stored with the weights.
 BUFFER_KEYS = ("electra.embeddings.position_ids", "electra.embeddings.token_type_ids")
 BACKBONE_PREFIX = "electra."
+CLASSIFIER_HEAD_KEY = "classifier_head"
+CLASSIFIER_PREFIX = "classifier."
 
 
 @dataclass
@@ -74,6 +90,8 @@ def save_hf_dir(
     tensors = {k: v.detach().cpu().contiguous() for k, v in state.items()}
     dtype = next((v.dtype for v in tensors.values() if v.is_floating_point()), torch.float32)
     config = model.config.to_hf_dict(model.hf_architecture, dtype=str(dtype).removeprefix("torch."))
+    if isinstance(model, ElectraClassifier):
+        config[CLASSIFIER_HEAD_KEY] = model.head
     with atomic_dir(out, overwrite) as tmp:
         (tmp / CONFIG_JSON).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         # transformers refuses a safetensors file whose metadata lacks format=pt.
@@ -84,28 +102,37 @@ def save_hf_dir(
     return out
 
 
-def load_hf_dir(path: str | Path, kind: Kind | None = None, **config_overrides: Any) -> ElectraHeadModel:
+def load_hf_dir(
+    path: str | Path, kind: Kind | None = None, head: ClassifierHead | None = None, **config_overrides: Any
+) -> ElectraHeadModel:
     """Our model from a Hugging Face ELECTRA directory, in eval mode (as from_pretrained), fp32 parameters.
 
     kind: "discriminator" | "generator" | "classifier"; None infers it from config.json's `architectures`.
+    head: a classifier's head, "hf" or "linear"; None takes config.json's "classifier_head" ("hf" without
+    it). A head other than the file's is freshly initialised, like one whose shape the overrides change.
     config_overrides: ElectraConfig fields to change (e.g. num_labels=3, attn_impl="math"); a head whose
     shape they change is freshly initialised instead of loaded.
     Keys left at their fresh init are logged (warning); load_hf_dir_with_report returns them.
     """
-    return load_hf_dir_with_report(path, kind, **config_overrides)[0]
+    return load_hf_dir_with_report(path, kind, head, **config_overrides)[0]
 
 
 def load_hf_dir_with_report(
-    path: str | Path, kind: Kind | None = None, **config_overrides: Any
+    path: str | Path, kind: Kind | None = None, head: ClassifierHead | None = None, **config_overrides: Any
 ) -> tuple[ElectraHeadModel, LoadReport]:
     """load_hf_dir, also returning which keys were newly initialised and which were unused."""
     path = Path(path)
-    cfg, kind, source_arch = _read_config(path, kind, config_overrides)
+    cfg, kind, source_arch, file_head = _read_config(path, kind, config_overrides)
     weights_file, state = _read_weights(path)
-    model = build_model(kind, cfg)
+    model = build_model(kind, cfg, head=head or file_head)
     report = LoadReport(kind=kind, source_architecture=source_arch, weights_file=weights_file)
+    state = _normalize_keys(state)
+    other_head = kind == "classifier" and head is not None and head != file_head
+    if other_head:
+        # Another head's weights never load into this one, even where a name and shape happen to agree.
+        state = {k: v for k, v in state.items() if not k.startswith(CLASSIFIER_PREFIX)}
     missing, mismatched, unused = _match_weights(
-        model, _normalize_keys(state), weights_file, path / CONFIG_JSON, bool(config_overrides)
+        model, state, weights_file, path / CONFIG_JSON, bool(config_overrides) or other_head
     )
     model.eval()
     report.newly_initialized = sorted(missing + mismatched)
@@ -124,8 +151,9 @@ def load_hf_dir_with_report(
 
 def _read_config(
     path: Path, kind: Kind | None, overrides: dict[str, Any]
-) -> tuple[ElectraConfig, Kind, str | None]:
-    """The model's config (with overrides), the head to load, and the architecture config.json names."""
+) -> tuple[ElectraConfig, Kind, str | None, ClassifierHead]:
+    """The model's config (with overrides), the model kind to load, the architecture config.json names and
+    the classifier head it records."""
     if not path.exists():
         raise InputError(
             f"{path}: no such directory; pass a model directory (config.json + model.safetensors)"
@@ -152,9 +180,15 @@ def _read_config(
         raise InputError(
             f"{config_path}: tie_word_embeddings is false; only tied ELECTRA generators are supported"
         )
+    file_head = raw.get(CLASSIFIER_HEAD_KEY, "hf")
+    if file_head not in CLASSIFIER_HEADS:
+        raise InputError(
+            f"{config_path}: {CLASSIFIER_HEAD_KEY} {file_head!r} is not one of "
+            f"{', '.join(CLASSIFIER_HEADS)}; fix the file"
+        )
     if overrides:
         cfg = cfg.replace(**overrides)
-    return cfg, kind, source_arch
+    return cfg, kind, source_arch, file_head
 
 
 def _match_weights(

@@ -3,7 +3,8 @@
 Module and parameter names mirror transformers' `ElectraForPreTraining`, `ElectraForMaskedLM` and
 `ElectraForSequenceClassification` one for one (`electra.encoder.layer.0.attention.self.query.weight`, ...),
 so their state dicts load into these classes unchanged and vice versa. That is why some attributes carry
-HF's odd names (`LayerNorm`, `self`, `output`).
+HF's odd names (`LayerNorm`, `self`, `output`). The one exception is the classifier's optional "linear" head
+(the official ELECTRA head), which transformers has no class for.
 
 Attention has two interchangeable paths (`attn_impl`): "sdpa" (torch's fused kernels, the default) and
 "math", the explicit BERT-shaped graph that ONNX Runtime's transformer optimizer pattern-matches into fused
@@ -24,6 +25,8 @@ from torch import Tensor, nn
 from electra.config import ATTN_IMPLS, AttnImpl, ElectraConfig
 
 Kind = Literal["discriminator", "generator", "classifier"]
+ClassifierHead = Literal["hf", "linear"]
+CLASSIFIER_HEADS: tuple[ClassifierHead, ...] = ("hf", "linear")
 
 
 def activation(name: str) -> Callable[[Tensor], Tensor]:
@@ -335,15 +338,35 @@ class ElectraGeneratorPredictions(nn.Module):
 
 
 class ElectraClassifier(ElectraPreTrainedModel):
-    """HF's ElectraForSequenceClassification: (B, num_labels) logits from the first ([CLS]) position."""
+    """(B, num_labels) logits from the first ([CLS]) position, with one of two heads (`head`):
+
+    * "hf": transformers' ElectraClassificationHead (dropout, dense, GELU, dropout, dense), so the model is
+      HF's ElectraForSequenceClassification and loads there unchanged;
+    * "linear": the head of the official code (google-research/electra finetune/classification/
+      classification_tasks.py, get_prediction_module): dropout on the [CLS] vector, one dense layer to the
+      labels. transformers has no such class; see ElectraLinearClassificationHead for how it refuses one.
+    """
 
     kind = "classifier"
     hf_architecture = "ElectraForSequenceClassification"
 
-    def __init__(self, cfg: ElectraConfig, embeddings: ElectraEmbeddings | None = None) -> None:
+    def __init__(
+        self, cfg: ElectraConfig, embeddings: ElectraEmbeddings | None = None, head: ClassifierHead = "hf"
+    ) -> None:
         super().__init__(cfg, embeddings)
-        self.classifier = ElectraClassificationHead(cfg)
+        if head not in CLASSIFIER_HEADS:
+            raise ValueError(f"classifier head must be one of {CLASSIFIER_HEADS}, got {head!r}")
+        self.head: ClassifierHead = head
+        self.classifier: ElectraClassificationHead | ElectraLinearClassificationHead = (
+            ElectraClassificationHead(cfg) if head == "hf" else ElectraLinearClassificationHead(cfg)
+        )
         self._post_init(embeddings)
+
+    @property
+    def output_layer(self) -> nn.Linear:
+        """The head's last dense layer, the one whose outputs are the logits."""
+        c = self.classifier
+        return c.out_proj if isinstance(c, ElectraClassificationHead) else c.dense
 
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
@@ -352,6 +375,9 @@ class ElectraClassifier(ElectraPreTrainedModel):
 
 
 class ElectraClassificationHead(nn.Module):
+    """transformers' ElectraClassificationHead. Not what ELECTRA's authors used (that is the linear head);
+    Hugging Face added the extra dense + GELU layer in place of BERT's tanh pooler."""
+
     def __init__(self, cfg: ElectraConfig) -> None:
         super().__init__()
         p = cfg.classifier_dropout if cfg.classifier_dropout is not None else cfg.hidden_dropout_prob
@@ -361,8 +387,28 @@ class ElectraClassificationHead(nn.Module):
 
     def forward(self, h: Tensor) -> Tensor:
         x = self.dropout(h[:, 0])
-        x = self.dropout(F.gelu(self.dense(x)))  # gelu, not BERT's tanh pooler: what ELECTRA's authors used
+        x = self.dropout(F.gelu(self.dense(x)))
         return self.out_proj(x)
+
+
+class ElectraLinearClassificationHead(nn.Module):
+    """The official head: dropout (0.1 in ELECTRA's configs) on the [CLS] vector, one dense layer.
+
+    Its layer is called `dense` on purpose: saved as classifier.dense.weight of shape (num_labels, hidden), it
+    clashes with the (hidden, hidden) layer of that name in transformers' head, so
+    ElectraForSequenceClassification.from_pretrained refuses the directory (size mismatch) instead of loading
+    it with a random head. (With num_labels == hidden_size it would not clash: the fine-tuning trainer
+    refuses that combination.)
+    """
+
+    def __init__(self, cfg: ElectraConfig) -> None:
+        super().__init__()
+        p = cfg.classifier_dropout if cfg.classifier_dropout is not None else cfg.hidden_dropout_prob
+        self.dropout = nn.Dropout(p)
+        self.dense = nn.Linear(cfg.hidden_size, cfg.num_labels)
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self.dense(self.dropout(h[:, 0]))
 
 
 ElectraHeadModel = ElectraDiscriminator | ElectraGenerator | ElectraClassifier
@@ -373,8 +419,10 @@ MODEL_CLASSES: dict[str, type[ElectraDiscriminator | ElectraGenerator | ElectraC
 }
 
 
-def build_model(kind: Kind, cfg: ElectraConfig) -> ElectraHeadModel:
-    """A freshly initialised model of the given kind."""
+def build_model(kind: Kind, cfg: ElectraConfig, head: ClassifierHead = "hf") -> ElectraHeadModel:
+    """A freshly initialised model of the given kind (`head`: a classifier's head, ignored otherwise)."""
+    if kind == "classifier":
+        return ElectraClassifier(cfg, head=head)
     return MODEL_CLASSES[kind](cfg)
 
 

@@ -1,4 +1,5 @@
-"""Locust load test for `electra serve`: /detect and /classify with a realistic mix of text lengths.
+"""Locust load test for `electra serve`: /detect and /classify with a realistic mix of text lengths, and
+the same models through the standard protocols (/v2/models/NAME/infer, /hf/NAME) when their names are known.
 
 Configured by environment variables (loadtests/run.py sets them from the server's /models):
   ELECTRA_DETECT_MODEL    detector sent as "model" (unset: the server's only detector; "none": no /detect)
@@ -114,21 +115,39 @@ class ElectraUser(FastHttpUser):
         self.rng = random.Random(random.getrandbits(64))
         self.headers = {"Authorization": f"Bearer {API_KEY}"} if API_KEY else {}
 
-    def post(self, path: str, body: dict[str, Any], n_results: int) -> None:
-        with self.client.post(path, json=body, headers=self.headers, name=path, catch_response=True) as resp:
+    def post(self, path: str, body: dict[str, Any], n_results: int, name: str | None = None) -> None:
+        with self.client.post(
+            path, json=body, headers=self.headers, name=name or path, catch_response=True
+        ) as resp:
             if resp.status_code != 200:
                 resp.failure(f"HTTP {resp.status_code}: {detail_of(resp)}")
                 return
             try:
-                results = resp.json()["results"]
+                got = count_results(resp.json())
             except Exception as e:
                 resp.failure(f"unreadable 200 response: {e!r}")
                 return
             # A 200 with the wrong number of results is as broken as an error, and cheap to check.
-            if len(results) != n_results:
-                resp.failure(f"expected {n_results} results, got {len(results)}")
+            if got != n_results:
+                resp.failure(f"expected {n_results} results, got {got}")
             else:
                 resp.success()
+
+    def post_v2(self, model: str, texts: list[str]) -> None:
+        body = {"inputs": [{"name": "text", "shape": [len(texts)], "datatype": "BYTES", "data": texts}]}
+        self.post(f"/v2/models/{model}/infer", body, len(texts), name="/v2/models/{name}/infer")
+
+    def post_hf(self, model: str, texts: list[str]) -> None:
+        self.post(f"/hf/{model}", {"inputs": texts}, len(texts), name="/hf/{name}")
+
+
+def count_results(body: Any) -> int:
+    """Results in an answer: our routes' `results`, v2's first output's rows, a Hugging Face list."""
+    if isinstance(body, list):
+        return len(body)
+    if "outputs" in body:
+        return int(body["outputs"][0]["shape"][0])
+    return len(body["results"])
 
 
 class DetectUser(ElectraUser):
@@ -154,6 +173,16 @@ class DetectUser(ElectraUser):
     def detect_batch(self) -> None:
         texts = [make_text(self.rng) for _ in range(self.rng.randint(2, 8))]
         self.post("/detect", self.body(texts=texts), len(texts))
+
+    @task(1)
+    def detect_protocols(self) -> None:
+        if not DETECT_MODEL:  # the standard protocols name the model in the URL
+            return self.detect_one()
+        texts = [make_text(self.rng) for _ in range(self.rng.randint(1, 4))]
+        if self.rng.random() < 0.5:
+            self.post_v2(DETECT_MODEL, texts)
+        else:
+            self.post_hf(DETECT_MODEL, texts)
 
 
 class ClassifyUser(ElectraUser):
@@ -183,3 +212,11 @@ class ClassifyUser(ElectraUser):
                 item["text_pair"] = make_text(self.rng)
             inputs.append(item)
         self.post("/classify", self.body(inputs=inputs), len(inputs))
+
+    @task(1)
+    def classify_protocols(self) -> None:
+        texts = [make_text(self.rng) for _ in range(self.rng.randint(1, 4))]
+        if self.rng.random() < 0.5:
+            self.post_v2(CLASSIFY_MODEL, texts)
+        else:
+            self.post_hf(CLASSIFY_MODEL, texts)

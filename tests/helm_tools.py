@@ -218,3 +218,75 @@ def kinds(docs: list[dict]) -> list[str]:
 
 def ci_values_files() -> list[str]:
     return sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
+
+
+# The InferenceService predictor's own fields (KServe's ComponentExtensionSpec and the model); every other
+# key of spec.predictor is a PodSpec field of the predictor pod.
+KSERVE_COMPONENT_KEYS = frozenset(
+    {
+        "annotations",
+        "autoScaling",
+        "batcher",
+        "canaryTrafficPercent",
+        "containerConcurrency",
+        "deploymentStrategy",
+        "labels",
+        "logger",
+        "maxReplicas",
+        "minReplicas",
+        "model",
+        "scaleMetric",
+        "scaleMetricType",
+        "scaleTarget",
+        "storageUris",
+        "timeout",
+        "workerSpec",
+    }
+)
+# predictor.model keys that describe the model rather than the container.
+KSERVE_MODEL_KEYS = frozenset(
+    {"confidential", "modelFormat", "protocolVersion", "runtime", "runtimeVersion", "storage", "storageUri"}
+)
+# ServingRuntime spec keys that are not PodSpec fields.
+KSERVE_RUNTIME_KEYS = frozenset(
+    {
+        "annotations",
+        "builtInAdapter",
+        "containers",
+        "disabled",
+        "grpcDataEndpoint",
+        "grpcEndpoint",
+        "httpDataEndpoint",
+        "labels",
+        "multiModel",
+        "protocolVersions",
+        "replicas",
+        "storageHelper",
+        "supportedModelFormats",
+        "workerSpec",
+    }
+)
+
+
+def kserve_pod_spec(runtime: dict, isvc: dict) -> dict:
+    """The predictor pod KServe builds from a ServingRuntime and an InferenceService, approximately: the
+    runtime's pod fields overlaid by the predictor's, and the runtime's `kserve-container` with
+    predictor.model's container fields merged in (env by name, the rest replaced). KServe also adds the
+    storage initializer (an init container writing /mnt/models); that part is KServe's, not the chart's."""
+    rspec, pred = runtime["spec"], isvc["spec"]["predictor"]
+    spec = {k: v for k, v in rspec.items() if k not in KSERVE_RUNTIME_KEYS}
+    spec.update({k: v for k, v in pred.items() if k not in KSERVE_COMPONENT_KEYS})
+    model = {k: v for k, v in pred.get("model", {}).items() if k not in KSERVE_MODEL_KEYS}
+    containers = []
+    for c in rspec["containers"]:
+        c = dict(c)
+        if c["name"] == "kserve-container":
+            for key, value in model.items():
+                if key == "env":
+                    names = {e["name"] for e in value}
+                    c["env"] = [e for e in c.get("env", []) if e["name"] not in names] + list(value)
+                else:
+                    c[key] = value
+        containers.append(c)
+    spec["containers"] = containers
+    return spec

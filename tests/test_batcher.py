@@ -136,8 +136,8 @@ def test_equal_lengths_go_in_arrival_order(loop: Any) -> None:
 def test_the_token_budget_bounds_rows_times_the_longest_row(loop: Any) -> None:
     # 50 padded tokens allow two rows of 20.
     assert drain(queue_of(loop, *[20] * 6), tokens=50) == [[0, 1], [2, 3], [4, 5]]
-    # 60 allow three; the budget is rows x longest row, not the sum of lengths (20 + 12 + 12 = 44).
-    assert drain(queue_of(loop, 20, 12, 12, 12), tokens=60) == [[0, 1, 2], [3]]
+    # 70 allow three; the budget is rows x longest row, not the sum of lengths (20 + 16 + 16 + 16 = 68).
+    assert drain(queue_of(loop, 20, 16, 16, 16), tokens=70) == [[0, 1, 2], [3]]
 
 
 def test_max_batch_size_bounds_the_rows(loop: Any) -> None:
@@ -149,20 +149,20 @@ def test_an_input_over_the_budget_still_runs_alone(loop: Any) -> None:
     assert drain(queue_of(loop, 100, 100, 10), tokens=50) == [[0], [1], [2]]
 
 
-def test_company_is_between_half_and_all_of_the_oldest_inputs_length(loop: Any) -> None:
-    # The oldest (16) takes 13 and 8 (exactly MIN_FILL of 16); 4 and 3 are under half and wait for a batch of
-    # short inputs; 18 is longer than the oldest and waits too.
-    assert MIN_FILL == 0.5
-    queue = queue_of(loop, 16, 4, 13, 3, 18, 8)
+def test_company_is_between_min_fill_and_all_of_the_oldest_inputs_length(loop: Any) -> None:
+    # The oldest (20) takes 17 and 16 (exactly MIN_FILL of 20); 5 and 4 are under it and wait for a batch of
+    # short inputs; 22 is longer than the oldest and waits too.
+    assert MIN_FILL == 0.8
+    queue = queue_of(loop, 20, 5, 17, 4, 22, 16)
     lengths = {item.encoded.tag: item.encoded.length for item in queue}
     batches = drain(queue)
-    assert [[lengths[t] for t in b] for b in batches] == [[16, 13, 8], [4, 3], [18]]
-    assert drain(queue_of(loop, 16, 7)) == [[0], [1]]  # 7 < 8: under half
+    assert [[lengths[t] for t in b] for b in batches] == [[20, 17, 16], [5, 4], [22]]
+    assert drain(queue_of(loop, 20, 15)) == [[0], [1]]  # 15 < 16: under MIN_FILL
 
 
 def test_company_is_taken_longest_first_when_room_is_short(loop: Any) -> None:
-    # Room for two more rows next to the oldest (16): the longest that fit, 15 and 12; ties by arrival.
-    assert drain(queue_of(loop, 16, 9, 15, 12, 12), size=3) == [[0, 2, 3], [1], [4]]
+    # Room for two more rows next to the oldest (16): the longest that fit, 15 and 14; ties by arrival.
+    assert drain(queue_of(loop, 16, 9, 15, 14, 14), size=3) == [[0, 2, 3], [1], [4]]
 
 
 def test_company_comes_from_the_first_window_of_the_queue(loop: Any) -> None:
@@ -222,8 +222,8 @@ def test_rows_go_back_to_their_callers_in_order() -> None:
     results = run(scenario())
     for inputs, rows in zip(requests, results, strict=True):
         assert_own_rows(inputs, rows)
-    # The oldest (7 tokens) with the inputs of 4..7 tokens, longest first; then 9 with 8; then 10 alone.
-    assert runner.batches == [[0, 21, 10], [1, 2], [20]]
+    # The oldest (7 tokens) with the inputs of 5.6..7 tokens (6); then 9 with 8; then 5 and 10 alone.
+    assert runner.batches == [[0, 21], [1, 2], [10], [20]]
 
 
 def test_batches_do_not_wait_for_company_when_nothing_is_on_its_way() -> None:
@@ -402,7 +402,7 @@ def test_batch_metrics_count_rows_and_padded_tokens() -> None:
 
     async def scenario() -> None:
         b = Batcher(runner, metrics(registry), 8192, 32, 0.0, 100)
-        futures = [asyncio.ensure_future(b.submit(encs(8, 6, 4)))]
+        futures = [asyncio.ensure_future(b.submit(encs(8, 7, 7)))]
         await asyncio.sleep(0)
         b.start()
         await asyncio.gather(*futures)
@@ -412,6 +412,6 @@ def test_batch_metrics_count_rows_and_padded_tokens() -> None:
     assert runner.batches == [[0, 1, 2]]
     assert sample(registry, "electra_batch_size_sum") == 3
     assert sample(registry, "electra_batch_tokens_sum") == 3 * 8  # padded: rows x longest row
-    assert sample(registry, "electra_tokens_processed_total") == 8 + 6 + 4  # real tokens
+    assert sample(registry, "electra_tokens_processed_total") == 8 + 7 + 7  # real tokens
     assert sample(registry, "electra_queue_size") == 0
     assert sample(registry, "electra_inference_seconds_count") == 1

@@ -1,4 +1,4 @@
-"""Fine-tuning: the recipe's parameter groups, GLUE and custom tasks, evaluate, predict, bad input."""
+"""Fine-tuning: GLUE and custom tasks, evaluate, predict, bad input (the recipes: tests/test_recipes.py)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ import torch
 from electra.cli.main import main
 from electra.config import ElectraConfig
 from electra.hf_format import save_hf_dir
-from electra.model import ElectraClassifier, ElectraDiscriminator
+from electra.model import ElectraDiscriminator
 from electra.training.finetune.encoding import EncodedExamples
 from electra.training.finetune.evaluate import evaluate_model
-from electra.training.finetune.layerwise import layerwise_groups
 from electra.training.finetune.predict import predict_file
 
 from .conftest import shared_path
@@ -51,22 +50,6 @@ def _sentiment_rows(n: int, seed: int) -> list[tuple[str, str]]:
         filler.insert(rng.randrange(len(filler) + 1), cue)
         rows.append((" ".join(filler) + " .", label))
     return rows
-
-
-def test_layerwise_decay_puts_the_top_layer_at_lr_and_each_lower_one_decayed_once_more() -> None:
-    model = ElectraClassifier(ElectraConfig.from_size("tiny", vocab_size=50, num_labels=2))
-    groups = layerwise_groups(model, lr=1.0, decay=0.8, weight_decay=0.0)
-    lr_of = {}
-    for g in groups:
-        for p in g["params"]:
-            lr_of[id(p)] = g["lr"]
-    named = dict(model.named_parameters())
-    assert lr_of[id(named["classifier.dense.weight"])] == 1.0
-    assert lr_of[id(named["electra.encoder.layer.1.attention.self.query.weight"])] == 1.0
-    assert lr_of[id(named["electra.encoder.layer.0.output.dense.weight"])] == pytest.approx(0.8)
-    assert lr_of[id(named["electra.embeddings.word_embeddings.weight"])] == pytest.approx(0.64)
-    assert lr_of[id(named["electra.embeddings_project.weight"])] == pytest.approx(0.64)
-    assert len(lr_of) == len(named), "every parameter in exactly one group"
 
 
 def test_batches_are_padded_on_the_right_to_their_own_longest_row() -> None:
@@ -121,19 +104,12 @@ def test_custom_csv_classification_end_to_end(word_model: Path, tmp_path: Path, 
     assert len(results["per_seed"]["1"]["epochs"]) == 4
     capsys.readouterr()
 
+    # The default (official) recipe saves the official linear head, which transformers' class refuses.
+    assert json.loads((out / "config.json").read_text())["classifier_head"] == "linear"
     import transformers
 
-    hf = transformers.ElectraForSequenceClassification.from_pretrained(out)
-    assert hf.config.id2label == {0: "neg", 1: "pos"}
-    from electra.hf_format import load_hf_dir
-
-    ours = load_hf_dir(out, kind="classifier")
-    ids = torch.tensor([[2, 7, 8, 9, 3, 0]])
-    mask = (ids != 0).long()
-    with torch.no_grad():
-        torch.testing.assert_close(
-            hf(input_ids=ids, attention_mask=mask).logits, ours(ids, mask), atol=1e-5, rtol=0
-        )
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        transformers.ElectraForSequenceClassification.from_pretrained(out)
 
     assert main(["evaluate", "--task", "custom", "--model", str(out), "--dev", str(dev), "--json"]) == 0
     evaluated = json.loads(capsys.readouterr().out)
@@ -198,15 +174,25 @@ def test_custom_regression(word_model: Path, tmp_path: Path) -> None:
         "16",
         "--lr",
         "2e-3",
+        "--recipe",
+        "hf",
     )
     assert main(args) == 0
     results = json.loads((out / "eval_results.json").read_text())
     assert results["median"]["dev"]["pearson"] > 0.8
     import transformers
 
-    assert (
-        transformers.ElectraForSequenceClassification.from_pretrained(out).config.problem_type == "regression"
-    )
+    hf = transformers.ElectraForSequenceClassification.from_pretrained(out)
+    assert hf.config.problem_type == "regression"
+    from electra.hf_format import load_hf_dir
+
+    ours = load_hf_dir(out, kind="classifier")
+    ids = torch.tensor([[2, 7, 8, 9, 3, 0]])
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        torch.testing.assert_close(
+            hf(input_ids=ids, attention_mask=mask).logits, ours(ids, mask), atol=1e-5, rtol=0
+        )
 
 
 BAD_CASES = [

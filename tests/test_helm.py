@@ -7,10 +7,11 @@ newest the validator knows; assertions on what the YAML says (GPU limits, probes
 server's environment, secrets, autoscaling); the values schema and the chart's own error messages; and the
 init container's download script against local archives and a local HTTP server.
 
-Custom resources (ServiceMonitor, KEDA ScaledObject, Kubeflow PyTorchJob) have no schema in
-kubernetes-validate (it knows only the built-in API; it merely warns on unknown kinds and exits 0), and their
-CRD schemas cannot be fetched here. So they are kept out of the validator's input, their structure is asserted
-below, and the pod template a PyTorchJob embeds is validated strictly as a core PodTemplate.
+Custom resources (ServiceMonitor, KEDA ScaledObject, Kubeflow PyTorchJob, KServe ServingRuntime and
+InferenceService) have no schema in kubernetes-validate (it knows only the built-in API; it merely warns on
+unknown kinds and exits 0). So they are kept out of the validator's input, their structure is asserted below,
+and the pod template a PyTorchJob embeds is validated strictly as a core PodTemplate. The KServe resources are
+validated against KServe's published CRD schemas in tests/test_helm_kserve.py.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from tests.helm_tools import (
     ci_values_files,
     helm,
     kinds,
+    kserve_pod_spec,
     one,
     render,
     render_error,
@@ -48,6 +50,8 @@ CRD_KINDS = {
     "ServiceMonitor": "monitoring.coreos.com/v1",
     "ScaledObject": "keda.sh/v1alpha1",
     "PyTorchJob": "kubeflow.org/v1",
+    "ServingRuntime": "serving.kserve.io/v1alpha1",
+    "InferenceService": "serving.kserve.io/v1beta1",
 }
 CORE_KINDS = {
     "ConfigMap",
@@ -89,6 +93,8 @@ def all_pod_specs(docs: list[dict]) -> list[dict]:
             specs += [r["template"]["spec"] for r in d["spec"]["pytorchReplicaSpecs"].values()]
         elif d["kind"] == "Pod":
             specs.append(d["spec"])
+        elif d["kind"] == "InferenceService":  # the predictor pod KServe builds from it and the runtime
+            specs.append(kserve_pod_spec(one(docs, "ServingRuntime"), d))
     return specs
 
 
@@ -99,7 +105,7 @@ def all_pod_specs(docs: list[dict]) -> list[dict]:
 
 def test_ci_values_files_cover_the_required_scenarios() -> None:
     names = set(ci_values_files())
-    for scenario in ("cpu", "gpu", "hpa", "keda", "ingress", "pvc", "init-download", "training"):
+    for scenario in ("cpu", "gpu", "hpa", "keda", "ingress", "pvc", "init-download", "training", "kserve"):
         assert f"{scenario}-values.yaml" in names
 
 
@@ -269,7 +275,7 @@ def test_every_pod_runs_locked_down(values: str) -> None:
                 continue
             mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
             assert "emptyDir" in volumes[mounts["/tmp"]], f"{c['name']}: /tmp must be a writable emptyDir"
-            if c["name"] in ("server", "pytorch"):
+            if c["name"] in ("server", "pytorch", "kserve-container"):
                 shm = volumes[mounts["/dev/shm"]]["emptyDir"]
                 assert shm["medium"] == "Memory" and shm["sizeLimit"]
 

@@ -34,8 +34,8 @@ def test_loadtest_runs_without_failures(serving_bundles: dict[str, Path], tmp_pa
     assert summary["total_requests"] > 0 and summary["rps"] > 0
     assert summary["server_died"] is False and summary["server_exit_code"] == 0, log
     assert (summary["detect_model"], summary["classify_model"]) == ("detector", "sentiment")
-    # Both endpoints saw traffic and have latency percentiles.
-    for endpoint in ("POST /detect", "POST /classify"):
+    # Every endpoint saw traffic (the standard protocols' too) and has latency percentiles.
+    for endpoint in ("POST /detect", "POST /classify", "POST /v2/models/{name}/infer", "POST /hf/{name}"):
         stats = summary["endpoints"][endpoint]
         assert stats["requests"] > 0 and stats["failures"] == 0
         assert 0 <= stats["p50_ms"] <= stats["p95_ms"] <= stats["p99_ms"] and stats["p99_ms"] > 0

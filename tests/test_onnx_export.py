@@ -371,3 +371,33 @@ def test_read_bundle_rejects_broken_bundles(root: Path, disc_bundle) -> None:
     (bundle / "bundle.json").write_text(json.dumps(good))
     one_line_input_error(lambda: read_bundle(bundle), "model.onnx is missing")
     one_line_input_error(lambda: count_fused_operators(bundle / "bundle.json"), "not a readable ONNX model")
+
+
+def test_linear_head_classifier_exports_and_loads_in_optimum(root: Path) -> None:
+    """The official recipe's linear head: exported, fp32 parity, and optimum runs the bundle like PyTorch."""
+    from optimum.onnxruntime import ORTModelForSequenceClassification
+
+    from electra.model import ElectraClassifier
+
+    torch.manual_seed(3)
+    model = ElectraClassifier(tiny_config(), head="linear")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    model_dir = save_hf_dir(model, root / "linear-head")
+    vocab = root / "linear-vocab.txt"
+    vocab.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    save_tokenizer(load_tokenizer(vocab), model_dir)
+    out = root / "linear-fp32"
+    meta = export_bundle(model_dir, out)
+    assert meta["parity"]["max_abs_diff"] < 1e-4
+    assert meta["fused_operators"]["Attention"] == 2
+    assert json.loads((out / "config.json").read_text())["classifier_head"] == "linear"
+    batch = encode_batch(load_tokenizer(out), DEFAULT_PARITY_TEXTS, max_seq_len=512)
+    ort_model = ORTModelForSequenceClassification.from_pretrained(out, provider="CPUExecutionProvider")
+    with torch.no_grad():
+        via_optimum = ort_model(**{k: torch.from_numpy(v) for k, v in batch.items()}).logits.numpy()
+    np.testing.assert_allclose(via_optimum, pytorch_logits(model_dir, batch), atol=1e-4, rtol=0)
+    from electra.serving.runtime import ModelRunner  # the server reads only the bundle: no head to know
+
+    assert list(ModelRunner("linear", out).labels) == list(LABELS.values())

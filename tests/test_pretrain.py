@@ -96,6 +96,30 @@ def test_resume_continues_exactly(data_dir: Path, tmp_path: Path) -> None:
             assert ra[key] == rb[key], (ra["step"], key)
 
 
+def test_official_adam_resumes_exactly_and_is_not_adamw(data_dir: Path, tmp_path: Path) -> None:
+    """--adam official (no bias correction) runs, resumes like AdamW, and its updates differ from AdamW's."""
+    common = ("--steps", "6", "--checkpoint-every", "100", "--eval-every", "100")
+    official, split, torch_adam = tmp_path / "official", tmp_path / "split", tmp_path / "torch"
+    assert main(pretrain_args(data_dir, official, *common, "--adam", "official")) == 0
+    assert main(pretrain_args(data_dir, split, *common, "--adam", "official", "--stop-at", "3")) == 0
+    assert main(pretrain_args(data_dir, split, *common, "--adam", "official", "--resume")) == 0
+    assert main(pretrain_args(data_dir, torch_adam, *common)) == 0
+    assert json.loads((official / "run_config.json").read_text())["adam"] == "official"
+    assert json.loads((torch_adam / "run_config.json").read_text())["adam"] == "torch"
+    a, b, c = records(official), records(split), records(torch_adam)
+    assert [r["disc_loss"] for r in a] == [r["disc_loss"] for r in b]
+    # Step 1 has lr 0 (warmup); from step 3 on the parameters have moved differently.
+    assert a[0]["disc_loss"] == c[0]["disc_loss"] and a[-1]["disc_loss"] != c[-1]["disc_loss"]
+
+
+def test_an_unknown_adam_is_an_input_error(tmp_path: Path) -> None:
+    from electra.errors import InputError
+    from electra.training.pretrain.config import PretrainConfig
+
+    with pytest.raises(InputError, match="--adam 'sgd' is not one of official, torch"):
+        PretrainConfig(data=tmp_path, out=tmp_path / "run", adam="sgd").resolved()
+
+
 def test_rerun_without_resume_is_refused(data_dir: Path, tmp_path: Path, capsys) -> None:
     run = tmp_path / "run"
     assert main(pretrain_args(data_dir, run, "--steps", "2")) == 0

@@ -95,8 +95,8 @@ def test_detect_contract(client: TestClient) -> None:
     body = detect(client, text=TEXTS[0])
     assert body["model"] == "detector"
     (result,) = body["results"]
-    assert set(result) == {"tokens", "replaced_fraction", "truncated"}
-    assert result["truncated"] is False
+    assert set(result) == {"tokens", "replaced_fraction", "truncated", "windows"}
+    assert result["truncated"] is False and result["windows"] == 1
     tokens = result["tokens"]
     assert [t["text"] for t in tokens] == ["The", "cat", "sat", "on", "the", "mat", "."]
     for t in tokens:
@@ -156,7 +156,7 @@ def test_threshold_decides_replaced(client: TestClient) -> None:
 
 def test_empty_text_has_no_tokens(client: TestClient) -> None:
     result = detect(client, text="")["results"][0]
-    assert result == {"tokens": [], "replaced_fraction": 0.0, "truncated": False}
+    assert result == {"tokens": [], "replaced_fraction": 0.0, "truncated": False, "windows": 1}
 
 
 def test_batched_request_equals_single_requests(client: TestClient) -> None:
@@ -170,13 +170,21 @@ def test_batched_request_equals_single_requests(client: TestClient) -> None:
         )
 
 
-def test_truncation(client: TestClient) -> None:
+def test_truncation_when_asked(client: TestClient) -> None:
+    """truncate=true scores the first window only and says so (tests/test_long_documents.py: the rest)."""
     long = " ".join(["the cat sat on the mat"] * 30)
-    result = detect(client, text=long)["results"][0]
-    assert result["truncated"] is True
+    result = detect(client, text=long, truncate=True)["results"][0]
+    assert result["truncated"] is True and result["windows"] == 1
     assert len(result["tokens"]) == 64 - 2
     check_offsets(long[: result["tokens"][-1]["end"]], result["tokens"])
-    r = client.post("/detect", json={"model": "detector", "text": long, "truncate": False})
+
+
+def test_classify_truncates_and_says_so(client: TestClient) -> None:
+    long = " ".join(["the cat sat on the mat"] * 30)
+    r = client.post("/classify", json={"model": "sentiment", "text": long})
+    assert r.status_code == 200, r.text
+    assert r.json()["results"][0]["truncated"] is True
+    r = client.post("/classify", json={"model": "sentiment", "text": long, "truncate": False})
     assert r.status_code == 413
     assert "64 tokens" in r.json()["detail"]
 
@@ -339,6 +347,7 @@ class GatedRunner(ModelRunner):
 
     warm_gate: threading.Event | None = None
     infer_gate: threading.Event | None = None
+    waiting_at_gate: threading.Event
     batch_sizes: list[int]
 
     def warm_up(self) -> None:
@@ -348,6 +357,7 @@ class GatedRunner(ModelRunner):
 
     def infer(self, batch: list[Any]) -> list[np.ndarray]:
         if self.infer_gate is not None:
+            self.waiting_at_gate.set()
             assert self.infer_gate.wait(30)
         self.batch_sizes.append(len(batch))
         return super().infer(batch)
@@ -356,6 +366,7 @@ class GatedRunner(ModelRunner):
 def gated(path: Path, **gates: threading.Event) -> GatedRunner:
     runner = GatedRunner("detector", path)
     runner.batch_sizes = []
+    runner.waiting_at_gate = threading.Event()
     for name, gate in gates.items():
         setattr(runner, name, gate)
     return runner
@@ -378,15 +389,53 @@ def test_not_ready_until_warmed_up(serving_bundles: dict[str, Path]) -> None:
 
 
 def test_full_queue_answers_503_with_retry_after(serving_bundles: dict[str, Path]) -> None:
-    app = create_app(settings_for(serving_bundles, "detector", max_queue=3))
+    runner = gated(serving_bundles["detector"])
+    app = create_app(
+        settings_for(serving_bundles, "detector", max_queue=3, max_batch_size=1), {"detector": runner}
+    )
     with TestClient(app) as c:
         wait_ready(c)
-        r = c.post("/detect", json={"texts": ["a", "b", "c", "d"]})
+        runner.infer_gate = gate = threading.Event()
+        answers: list[int] = []
+        first = threading.Thread(
+            target=lambda: answers.append(c.post("/detect", json={"text": "a"}).status_code)
+        )
+        first.start()
+        assert runner.waiting_at_gate.wait(30)  # "a" is in the model
+        second = threading.Thread(
+            target=lambda: answers.append(c.post("/detect", json={"texts": ["b", "c", "d"]}).status_code)
+        )
+        second.start()
+        wait_for_metric(c, 'electra_queue_size{model="detector"}', 3.0)  # the queue is full
+        r = c.post("/detect", json={"text": "e"})
+        gate.set()
+        first.join(30)
+        second.join(30)
         assert r.status_code == 503
         assert int(r.headers["retry-after"]) >= 1
         assert "busy" in r.json()["detail"]
+        assert answers == [200, 200]
         assert c.post("/detect", json={"texts": ["a", "b", "c"]}).status_code == 200
         assert 'electra_queue_rejections_total{model="detector"}' in c.get("/metrics").text
+
+
+def test_more_inputs_than_the_queue_holds_is_413_not_503(serving_bundles: dict[str, Path]) -> None:
+    """A 503 says "retry later", and this request could never fit: the client must split it instead."""
+    app = create_app(settings_for(serving_bundles, "detector", "sentiment", max_queue=3))
+    with TestClient(app) as c:
+        wait_ready(c)
+        r = c.post("/detect", json={"texts": ["a", "b", "c", "d"]})
+        assert r.status_code == 413 and "4 model windows; at most 3" in r.json()["detail"]
+        r = c.post("/classify", json={"model": "sentiment", "inputs": [{"text": "a"}] * 4})
+        assert r.status_code == 413 and "4 model inputs; at most 3" in r.json()["detail"]
+        assert c.post("/detect", json={"texts": ["a", "b", "c"]}).status_code == 200
+
+
+def wait_for_metric(client: TestClient, sample: str, value: float, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while f"{sample} {value}" not in client.get("/metrics").text:
+        assert time.monotonic() < deadline, f"{sample} never reached {value}"
+        time.sleep(0.01)
 
 
 class BrokenRunner(GatedRunner):
@@ -521,7 +570,7 @@ def test_batches_group_inputs_of_similar_length_oldest_first(serving_bundles: di
         return results
 
     results = run_async(scenario())
-    assert order == [[16, 13, 8], [4, 3], [18]]
+    assert order == [[16, 13], [4], [3], [18], [8]]
     for (row,), e in zip(results, encoded, strict=True):
         np.testing.assert_allclose(row, ModelRunner.infer(runner, [e])[0], atol=1e-5)
 

@@ -35,7 +35,7 @@ from electra.serving.settings import ModelSpec, ServeSettings
 ROUTES = ["/detect", "/classify"]
 MODEL_OF = {"/detect": "detector", "/classify": "sentiment"}
 FIELDS = {
-    "/detect": ("text", "texts", "threshold", "level", "model", "truncate"),
+    "/detect": ("text", "texts", "threshold", "level", "model", "truncate", "stride"),
     "/classify": ("text", "text_pair", "inputs", "model", "truncate"),
 }
 VALID = {"/detect": {"text": "the cat sat"}, "/classify": {"text": "a good movie"}}
@@ -46,7 +46,7 @@ READY_TIMEOUT_S = 60.0
 @pytest.fixture(scope="module")
 def client(serving_bundles: dict[str, Path]) -> Iterator[TestClient]:
     models = tuple(ModelSpec(n, serving_bundles[n]) for n in ("detector", "sentiment"))
-    app = create_app(ServeSettings(models=models, max_texts=16, max_chars=2000))
+    app = create_app(ServeSettings(models=models, max_texts=16, max_chars=5000))
     with TestClient(app) as c:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while c.get("/health/ready").status_code != 200:
@@ -129,6 +129,7 @@ def field_values(route: str, name: str) -> st.SearchStrategy[Any]:
         "level": st.sampled_from(["token", "word", "char", ""]),
         "model": st.sampled_from(["detector", "sentiment", "nope", ""]) | st.text(max_size=300),
         "truncate": st.booleans(),
+        "stride": st.integers(-2, 40),
     }
     return plausible[name] | json_values
 
@@ -171,6 +172,103 @@ def test_any_body_and_content_type_answers_under_500(client: TestClient, route: 
     seen: Counter[int] = Counter()
     fuzz()
     assert seen[200] and seen[400], seen  # some bodies reached the model, some were refused
+    assert client.get("/health/ready").status_code == 200
+
+
+# The standard protocols' POST routes: their errors are {"error": message}; v2 bodies may carry binary tensors
+# after a JSON header whose length a header gives, so that header is fuzzed too.
+PROTOCOL_ROUTES = [
+    "/v2/models/detector/infer",
+    "/v2/models/sentiment/versions/1/infer",
+    "/hf/detector",
+    "/hf/sentiment",
+]
+
+
+def v2_bodies() -> st.SearchStrategy[tuple[bytes, str | None]]:
+    text = st.text(max_size=60)
+    tensor = st.fixed_dictionaries(
+        {
+            "name": st.sampled_from(["text", "text_pair", "words"]),
+            "shape": st.lists(st.integers(-1, 3), max_size=3),
+            "datatype": st.sampled_from(["BYTES", "FP32", "INT64", "BOOL", "nope"]),
+        },
+        optional={
+            "data": st.lists(text | json_values, max_size=3) | json_values,
+            "parameters": st.fixed_dictionaries({"binary_data_size": st.integers(-1, 40) | json_values}),
+        },
+    )
+    request = st.fixed_dictionaries(
+        {"inputs": st.lists(tensor, max_size=3)},
+        optional={
+            "parameters": st.dictionaries(
+                st.sampled_from(["threshold", "level", "stride", "truncate", "binary_data_output", "x"]),
+                json_values,
+                max_size=3,
+            ),
+            "outputs": st.lists(
+                st.fixed_dictionaries({"name": st.sampled_from(["scores", "label", "x"])}), max_size=2
+            ),
+            "id": json_values,
+        },
+    )
+    header = (request | json_values).map(
+        lambda v: json.dumps(v, allow_nan=True).encode("utf-8", "surrogatepass")
+    )
+    with_binary = st.tuples(header, st.binary(max_size=40), st.integers(-5, 5) | st.none()).map(
+        lambda t: (t[0] + t[1], None if t[2] is None else str(len(t[0]) + t[2]))
+    )
+    raw = st.tuples(st.binary(max_size=300), st.none() | header_text)
+    return with_binary | raw
+
+
+def hf_bodies() -> st.SearchStrategy[bytes]:
+    text = st.text(max_size=60)
+    inputs = text | st.lists(
+        text | st.fixed_dictionaries({"text": text}, optional={"text_pair": text}), max_size=3
+    )
+    parameters = st.dictionaries(
+        st.sampled_from(
+            ["top_k", "function_to_apply", "aggregation_strategy", "ignore_labels", "stride", "x"]
+        ),
+        json_values | st.sampled_from(["none", "simple", "first", "average", "max", "softmax", "sigmoid"]),
+        max_size=3,
+    )
+    body = st.fixed_dictionaries(
+        {"inputs": inputs | json_values}, optional={"parameters": parameters | json_values}
+    )
+    return (body | json_values).map(
+        lambda v: json.dumps(v, allow_nan=True).encode("utf-8", "surrogatepass")
+    ) | st.binary(max_size=300)
+
+
+def check_protocol(response: Any) -> int:
+    status = response.status_code
+    assert status < 500, (status, response.text[:500])
+    if status >= 400:
+        body = response.json()
+        assert set(body) == {"error"} and isinstance(body["error"], str) and body["error"], body
+    return status
+
+
+@pytest.mark.parametrize("route", PROTOCOL_ROUTES)
+def test_protocol_routes_answer_under_500(client: TestClient, route: str) -> None:
+    @FUZZ
+    @given(body=v2_bodies() if route.startswith("/v2") else hf_bodies().map(lambda b: (b, None)))
+    def fuzz(body: tuple[bytes, str | None]) -> None:
+        raw, header_length = body
+        headers = (
+            {}
+            if header_length is None
+            else {"Inference-Header-Content-Length": header_length.encode("latin-1")}
+        )
+        seen[check_protocol(client.post(route, content=raw, headers=headers))] += 1
+
+    seen: Counter[int] = Counter()
+    fuzz()
+    assert seen[400], seen
+    if route.startswith("/hf"):
+        assert seen[200], seen  # some bodies reached the model
     assert client.get("/health/ready").status_code == 200
 
 

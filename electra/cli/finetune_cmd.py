@@ -17,6 +17,17 @@ from electra.sizes import DEFAULT_LAYERWISE_LR_DECAY as DEFAULT_DECAY
 from electra.sizes import SIZES
 from electra.training.device import DEVICES, PRECISIONS
 from electra.training.finetune.config import CustomColumns, FinetuneConfig
+from electra.training.finetune.recipe import (
+    ADAMS,
+    CLASSIFIER_HEADS,
+    HEAD_INITS,
+    LAYERWISE_RULES,
+    LOSS_REDUCTIONS,
+    OVERRIDABLE,
+    RECIPES,
+    SCHEDULES,
+    Recipe,
+)
 from electra.training.finetune.tasks import TASKS
 
 TASK_CHOICES = [*TASKS, "custom"]
@@ -76,6 +87,61 @@ def _custom_args(p: argparse.ArgumentParser, labels: bool = True) -> None:
         p.add_argument("--regression", action="store_true", help="custom data: labels are numbers")
 
 
+def _recipe_default(field: str) -> str:
+    """Each recipe's value of a field, for --help: "official sum, intended sum, hf mean"."""
+    return ", ".join(f"{name} {_shown_value(getattr(r, field), field)}" for name, r in RECIPES.items())
+
+
+def _shown_value(value: object, field: str) -> str:
+    if value is None and field == "layerwise_lr_decay":
+        return "by width"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return format_number(value) if isinstance(value, float) else str(value)
+
+
+def _recipe_args(p: argparse.ArgumentParser) -> None:
+    """--recipe and one override per Recipe field (recipe.OVERRIDABLE), each defaulting to the recipe's."""
+    p.add_argument(
+        "--recipe",
+        choices=list(RECIPES),
+        default=DEFAULTS["recipe"],
+        help="a complete set of the choices below (default: %(default)s; see the README's table)",
+    )
+    g = p.add_argument_group("recipe overrides (default: the --recipe's value)")
+    choices: dict[str, tuple[str, ...]] = {
+        "adam": ADAMS,
+        "layerwise_rule": LAYERWISE_RULES,
+        "head": CLASSIFIER_HEADS,
+        "head_init": HEAD_INITS,
+        "schedule": SCHEDULES,
+        "loss_reduction": LOSS_REDUCTIONS,
+    }
+    what = {
+        "adam": "official: no bias correction (AdamWeightDecayOptimizer); torch: torch.optim.AdamW",
+        "adam_eps": "Adam epsilon",
+        "weight_decay": "decoupled weight decay, never on biases and LayerNorm",
+        "layerwise_rule": "official: _get_layer_lrs (top layer decay^2); intended: top layer decay^1",
+        "layerwise_lr_decay": f"by width {_per_size('layerwise_lr_decay', DEFAULT_DECAY)}; 1 disables it",
+        "head": "linear: [CLS], dropout, dense (official); hf: ElectraForSequenceClassification's",
+        "head_init": "glorot: TF's dense default (official); normal: N(0, 0.02) (transformers)",
+        "double_unordered": "MRPC and STS-B also train on every pair swapped",
+        "schedule": "official: decay over all steps x warmup ramp; hf: warmup, then decay over the rest",
+        "loss_reduction": "over the batch, before clipping at norm 1",
+        "normalize_regression_labels": "STS-B trains on score / 5 (the saved model still predicts 0..5)",
+    }
+    for name in OVERRIDABLE:
+        flag = "--" + name.replace("_", "-")
+        help_text = f"{what[name]} ({_recipe_default(name)})"
+        kind = Recipe.__dataclass_fields__[name].type
+        if name in choices:
+            g.add_argument(flag, choices=choices[name], help=help_text)
+        elif "bool" in str(kind):
+            g.add_argument(flag, action=argparse.BooleanOptionalAction, help=help_text)
+        else:
+            g.add_argument(flag, type=float, help=help_text)
+
+
 def _model_args(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--model", required=True, help=f"{what}: {LOCAL_OR_HUB}")
     p.add_argument("--revision", help=REVISION_HELP)
@@ -95,10 +161,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     f = sub.add_parser(
         "finetune",
         help="fine-tune a discriminator on a GLUE task or your own classification/regression data",
-        description="The ELECTRA fine-tuning recipe (layer-wise learning-rate decay, "
+        description="The paper's hyperparameters (per-size lr, layer-wise learning-rate decay, "
         f"{DEFAULTS['warmup_fraction']:.0%} linear warmup, batch {DEFAULTS['batch_size']}, "
-        f"{_epochs()[0]} epochs, {_epochs()[1]}); "
-        "dev metrics after every epoch; with several --seeds the median is reported and the best seed's "
+        f"{_epochs()[0]} epochs, {_epochs()[1]}) under a --recipe: official (default: the code behind the "
+        "paper's GLUE tables), intended (official with the maintainers' layer-wise decay rule) or hf "
+        "(Hugging Face's Trainer); each choice of a recipe can be overridden on its own. "
+        "Dev metrics after every epoch; with several --seeds the median is reported and the best seed's "
         "model is saved in Hugging Face format with eval_results.json.",
     )
     f.add_argument(
@@ -116,11 +184,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=float,
         help=f"peak learning rate (default by the model's width: {_per_size('finetune_lr', DEFAULT_LR)})",
     )
-    f.add_argument(
-        "--layerwise-lr-decay",
-        type=float,
-        help=f"default by the model's width: {_per_size('layerwise_lr_decay', DEFAULT_DECAY)}; 1 disables it",
-    )
+    _recipe_args(f)
     f.add_argument(
         "--batch-size",
         type=positive_int,
@@ -184,7 +248,8 @@ def run_finetune(args: argparse.Namespace) -> int:
         regression=args.regression,
         epochs=args.epochs,
         lr=args.lr,
-        layerwise_lr_decay=args.layerwise_lr_decay,
+        recipe=args.recipe,
+        **{name: getattr(args, name) for name in OVERRIDABLE},
         batch_size=args.batch_size,
         max_seq_len=args.max_seq_len,
         seeds=args.seeds,

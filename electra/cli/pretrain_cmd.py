@@ -14,7 +14,7 @@ from electra.errors import InputError
 from electra.hub import LOCAL_OR_HUB, REVISION_HELP
 from electra.sizes import SIZES
 from electra.training.device import DEVICES, PRECISIONS
-from electra.training.pretrain.config import OBJECTIVES, PretrainConfig
+from electra.training.pretrain.config import ADAMS, OBJECTIVES, PretrainConfig
 
 # The defaults shown in --help and used when an option is left out: PretrainConfig's (one source); the
 # options left None there follow the paper's recipe for the size (electra.sizes).
@@ -157,7 +157,14 @@ def _add_recipe_args(p: argparse.ArgumentParser) -> None:
         "--weight-decay",
         type=float,
         default=DEFAULTS["weight_decay"],
-        help="AdamW weight decay, not on biases and LayerNorm (default: %(default)s)",
+        help="decoupled weight decay, not on biases and LayerNorm (default: %(default)s)",
+    )
+    p.add_argument(
+        "--adam",
+        choices=ADAMS,
+        default=DEFAULTS["adam"],
+        help="official: the official code's Adam without bias correction (AdamWeightDecayOptimizer); torch: "
+        "torch.optim.AdamW, bias-corrected (default: %(default)s, so runs resume as they began)",
     )
     p.add_argument(
         "--mask-prob",

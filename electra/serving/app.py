@@ -18,14 +18,14 @@ import hmac
 import importlib.util
 import json
 import logging
-import re
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 from litestar import Litestar, MediaType, Request, Response, Router, get, post
 from litestar.config.cors import CORSConfig
 from litestar.connection import ASGIConnection
@@ -53,14 +53,20 @@ from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
 from electra import __version__
 from electra.errors import InputError
 from electra.serving.batcher import Arrivals, Batcher, InferenceFailed, QueueFull, ShuttingDown
+from electra.serving.json_body import NOT_JSON, TOO_DEEP, MalformedBody, why_not_json
 from electra.serving.metrics import ModelMetrics
+from electra.serving.open_inference import ProtocolError
+from electra.serving.openapi_bodies import document_infer_body
 from electra.serving.postprocess import classify_result, detect_result
+from electra.serving.protocols import is_inference, protocol_routes, uses_protocol_errors
 from electra.serving.runtime import Encoded, ModelRunner, TooLong
 from electra.serving.schemas import (
     ClassifyRequest,
     ClassifyResponse,
+    ClassifyResult,
     DetectRequest,
     DetectResponse,
+    DetectResult,
     ErrorBody,
     ModelsResponse,
     PairInput,
@@ -68,6 +74,7 @@ from electra.serving.schemas import (
     to_model_info,
 )
 from electra.serving.settings import ServeSettings
+from electra.serving.windows import default_stride, first_window, max_stride, merge, split
 
 log = logging.getLogger("electra.serving")
 
@@ -175,13 +182,44 @@ class ServerState:
         texts = _one_or_many(data.text, data.texts, "text", "texts")
         self.check_sizes(texts, "texts")
         runner = self.pick(data.model, "discriminator")
+        stride = self.check_stride(runner, data.stride, data.truncate)
         self.check_ready()
-        encoded, rows = await self.infer(runner, texts, data.truncate)
-        results = [
-            detect_result(text, enc, row, data.threshold, data.level)
-            for text, enc, row in zip(texts, encoded, rows, strict=True)
-        ]
+        results = await self.score_tokens(runner, texts, data.threshold, data.level, stride)
         return DetectResponse(model=runner.name, results=results)
+
+    async def score_tokens(
+        self, runner: ModelRunner, texts: list[str], threshold: float, level: str, stride: int | None
+    ) -> list[DetectResult]:
+        """Every token of every text scored through windows (`stride` None: the first window only)."""
+        return [r for _, r in await self.scored_documents(runner, texts, stride, threshold, level)]
+
+    async def scored_documents(
+        self,
+        runner: ModelRunner,
+        texts: list[str],
+        stride: int | None,
+        threshold: float = 0.5,
+        level: str = "token",
+    ) -> list[tuple[Encoded, DetectResult]]:
+        """Each text's encoding (whole, or its first window) and its scores."""
+        whole = await self.tokenize(runner, runner.encode_whole, texts)
+        if stride is None:
+            encoded = [first_window(enc, runner.max_seq_len) for enc in whole]
+            rows = await self.run(runner, encoded, len(texts))
+            return [
+                (enc, detect_result(text, enc, row, threshold, level))
+                for text, enc, row in zip(texts, encoded, rows, strict=True)
+            ]
+        docs = [split(enc, runner.max_seq_len, stride) for enc in whole]
+        self.check_fits(sum(len(doc.windows) for doc in docs), "model windows")
+        rows = iter(await self.run(runner, [w for doc in docs for w in doc.windows], len(texts)))
+        out = []
+        for text, doc in zip(texts, docs, strict=True):
+            logits = merge(doc, [next(rows) for _ in doc.windows])
+            result = detect_result(text, doc.full, logits, threshold, level)
+            result.windows = len(doc.windows)
+            out.append((doc.full, result))
+        return out
 
     async def classify(self, data: ClassifyRequest) -> ClassifyResponse:
         if data.inputs is not None and data.text_pair is not None:
@@ -193,16 +231,29 @@ class ServerState:
             pairs = [(data.text, data.text_pair)]
         else:
             pairs = [(x.text, x.text_pair) for x in data.inputs]
-        self.check_sizes([a for a, _ in pairs], "inputs")
-        self.check_chars([b for _, b in pairs if b is not None])
         runner = self.pick(data.model, "classifier")
-        self.check_ready()
-        encoded, rows = await self.infer(runner, pairs, data.truncate)
-        results = [
+        results = await self.classify_pairs(runner, pairs, data.truncate)
+        return ClassifyResponse(model=runner.name, results=results)
+
+    async def classify_pairs(
+        self, runner: ModelRunner, pairs: list[tuple[str, str | None]], truncate: bool
+    ) -> list[ClassifyResult]:
+        encoded, rows = await self.classify_logits(runner, pairs, truncate)
+        return [
             classify_result(row, runner.labels, runner.regression, runner.multi_label, enc.truncated)
             for enc, row in zip(encoded, rows, strict=True)
         ]
-        return ClassifyResponse(model=runner.name, results=results)
+
+    async def classify_logits(
+        self, runner: ModelRunner, pairs: list[tuple[str, str | None]], truncate: bool
+    ) -> tuple[list[Encoded], list[np.ndarray]]:
+        """Checked, tokenized (TooLong over the model with truncate off) and run: each input's logits."""
+        self.check_sizes([a for a, _ in pairs], "inputs")
+        self.check_chars([b for _, b in pairs if b is not None])
+        self.check_fits(len(pairs), "model inputs")
+        self.check_ready()
+        encoded = await self.tokenize(runner, functools.partial(runner.encode, truncate=truncate), pairs)
+        return encoded, await self.run(runner, encoded, len(encoded))
 
     def readiness(self) -> Response[Status]:
         if self.ready:
@@ -274,29 +325,57 @@ class ServerState:
                     detail=f"input {i} has {len(text):,} characters; the limit is {s.max_chars:,} per text",
                 )
 
-    async def infer(
-        self, runner: ModelRunner, items: list[Any], truncate: bool
-    ) -> tuple[list[Encoded], list[Any]]:
-        """Tokenize, then queue for the batcher."""
-        encoded = await self.encode(runner, items, truncate)
-        return encoded, await self.run(runner, encoded)
+    def check_stride(self, runner: ModelRunner, stride: int | None, truncate: bool) -> int | None:
+        """The overlap of `runner`'s windows for this request; None when truncate asks for one window."""
+        if truncate:
+            if stride is not None:
+                raise HTTPException(
+                    status_code=400,
+                    detail="'stride' is the overlap of windows over a long text; truncate=true scores only "
+                    "the first window, so send one or the other",
+                )
+            return None
+        if stride is None:
+            return default_stride(runner.max_seq_len)
+        limit = max_stride(runner.max_seq_len)
+        if stride > limit:
+            raise HTTPException(
+                status_code=400,
+                detail=f"'stride' is {stride}; model {runner.name!r} takes windows of {runner.max_seq_len} "
+                f"tokens, so the overlap can be at most {limit}",
+            )
+        return stride
 
-    async def encode(self, runner: ModelRunner, items: list[Any], truncate: bool) -> list[Encoded]:
-        """Tokenized items (TooLong over the token limit with truncate off)."""
+    def check_fits(self, inputs: int, what: str) -> None:
+        # The queue takes a request's inputs all at once or not at all: more than it holds could never
+        # run, and a 503 would send the client into retrying forever.
+        limit = self.settings.max_queue
+        if inputs > limit:
+            raise HTTPException(
+                status_code=413,
+                detail=f"the request needs {inputs:,} {what}; at most {limit:,} fit in the model's queue "
+                "(--max-queue): send fewer or shorter texts per request",
+            )
+
+    async def tokenize(
+        self, runner: ModelRunner, encode: Callable[[list[Any]], list[Encoded]], items: list[Any]
+    ) -> list[Encoded]:
+        """`encode(items)`, off the event loop when the texts are long (TooLong: see error_response)."""
         start = time.perf_counter()
         chars = sum(len(x) if isinstance(x, str) else len(x[0]) + len(x[1] or "") for x in items)
         if chars <= INLINE_TOKENIZE_CHARS:
-            encoded = runner.encode(items, truncate)
+            encoded = encode(items)
         else:
-            encoded = await asyncio.to_thread(runner.encode, items, truncate)
+            encoded = await asyncio.to_thread(encode, items)
         self.metrics[runner.name].tokenization.observe(time.perf_counter() - start)
         return encoded
 
-    async def run(self, runner: ModelRunner, encoded: list[Encoded]) -> list[Any]:
-        """Rows from the model's batcher (QueueFull, ShuttingDown or InferenceFailed: see error_response)."""
+    async def run(self, runner: ModelRunner, encoded: list[Encoded], inputs: int) -> list[Any]:
+        """Rows from the model's batcher (QueueFull, ShuttingDown or InferenceFailed: see error_response);
+        `inputs` is how many texts the rows answer (a long text's windows are one input)."""
         arrived()
         rows = await self.batchers[runner.name].submit(encoded)
-        self.metrics[runner.name].inputs.inc(len(encoded))
+        self.metrics[runner.name].inputs.inc(inputs)
         return rows
 
 
@@ -317,7 +396,12 @@ def count_arrivals(arrivals: Arrivals, paths: tuple[str, ...]) -> Callable[[Any]
 
     def middleware(app: Any) -> Any:
         async def wrapped(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in paths:
+            path = scope.get("path", "")
+            if (
+                scope["type"] != "http"
+                or scope["method"] != "POST"
+                or not (path in paths or is_inference(path))
+            ):
                 await app(scope, receive, send)
                 return
             arrivals.expect()
@@ -369,14 +453,6 @@ def _page(example: str | None = None) -> str:
 # ----------------------------------------------------------------------------------------------------------
 
 
-# The start of every answer to a body that is not JSON, whatever is wrong with it.
-NOT_JSON = "the body is not valid JSON"
-
-
-class MalformedBody(Exception):
-    """A body that is not JSON; `str()` says why and where (error_response answers 400)."""
-
-
 async def read_json_body(request: Request[Any, Any, Any]) -> None:
     """before_request of the JSON routes: reads the body (RequestEntityTooLarge over --max-body-bytes) and
     decodes it (MalformedBody); Litestar keeps both, so the handler's `data` does not decode it again."""
@@ -386,73 +462,9 @@ async def read_json_body(request: Request[Any, Any, Any]) -> None:
     try:
         await request.json()
     except (SerializationException, UnicodeDecodeError) as e:
-        raise MalformedBody(_why_not_json(body, e)) from None
+        raise MalformedBody(why_not_json(body, e)) from None
     except RecursionError:  # msgspec's decoder recurses per level, and stops at Python's recursion limit
-        raise MalformedBody(
-            "its arrays or objects are nested too deeply for the server to decode; send at most a few "
-            "hundred levels"
-        ) from None
-
-
-# Byte-order marks: JSON over HTTP is UTF-8 without one (RFC 8259, section 8.1). A body that starts with one
-# always answers 400, saying which mark it is, rather than being accepted by some routes and not others.
-BYTE_ORDER_MARKS = (
-    (b"\x00\x00\xfe\xff", "UTF-32"),
-    (b"\xff\xfe\x00\x00", "UTF-32"),
-    (b"\xef\xbb\xbf", "UTF-8"),
-    (b"\xfe\xff", "UTF-16"),
-    (b"\xff\xfe", "UTF-16"),
-)
-# NaN/Infinity as Python, JavaScript or C print them: a whole word, so "{bad" or "info" is not taken for one.
-_NON_FINITE = re.compile(rb"-?(?:nan|inf|infinity)(?![a-z0-9_])", re.IGNORECASE)
-
-
-def _non_finite_at(body: bytes, message: str) -> int | None:
-    """Where a NaN or Infinity literal starts, when that is what msgspec stopped at (None: it is not)."""
-    where = re.search(r"\(byte (\d+)\)$", message)
-    if where is not None:
-        at = int(where.group(1))
-    elif "truncated" in message and _NON_FINITE.fullmatch(body.strip()):
-        at = len(body)
-    else:
-        return None
-    # msgspec notices a literal up to 4 bytes after it starts ("nan}" is read as a "null" gone wrong); a
-    # literal inside a string (after an odd number of unescaped quotes) is text, not a number.
-    for i in range(max(at - 4, 0), at + 1):
-        word = _NON_FINITE.match(body, i) and not body[i - 1 : i].isalnum()
-        if word and re.sub(rb"\\.", b"", body[:i]).count(b'"') % 2 == 0:
-            return i
-    return None
-
-
-def _why_not_json(body: bytes, error: Exception) -> str:
-    """What is wrong with a body msgspec could not decode, with the byte offset where it is known."""
-    for mark, encoding in BYTE_ORDER_MARKS:
-        if body.startswith(mark):
-            if encoding == "UTF-8":
-                return "it starts with a UTF-8 byte-order mark (EF BB BF, byte 0); send the JSON without it"
-            return f"it is not UTF-8 text (byte 0): it starts with a {encoding} byte-order mark; send UTF-8"
-    try:
-        body.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return f"it is not UTF-8 text (byte {e.start})"
-    if len(body) >= 2 and (body[0] == 0) != (body[1] == 0):  # ASCII as UTF-16 or UTF-32: zero bytes
-        return f"it looks like UTF-16 or UTF-32 text (a zero byte at byte {body.index(0)}); send UTF-8"
-    message = str(error)
-    if message.startswith(("Number out of range", "Integer value out of range")):
-        return "a number is out of range: JSON numbers here must fit a 64-bit float (not 1e400, say)"
-    non_finite = _non_finite_at(body, message)
-    if non_finite is not None:
-        return f"NaN and Infinity are not JSON numbers (byte {non_finite})"
-    if message.startswith("JSON is malformed: "):  # "... (byte N)"
-        return message.removeprefix("JSON is malformed: ")
-    if "truncated" in message:
-        try:  # msgspec also calls a lone surrogate escape ("\ud800") truncated; the stdlib accepts it
-            json.loads(body)
-        except ValueError:
-            return f"it ends before the JSON value is complete (byte {len(body)})"
-        return "a \\uXXXX escape is half of a UTF-16 surrogate pair without the other half"
-    return message
+        raise MalformedBody(TOO_DEEP) from None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -466,6 +478,8 @@ def _status_of(exc: Exception) -> tuple[int, dict[str, str] | None] | None:
         return 400, None
     if isinstance(exc, TooLong):
         return 413, None  # over the model's token limit with truncate=false
+    if isinstance(exc, ProtocolError):
+        return 400, None
     if isinstance(exc, QueueFull):
         return 503, {"Retry-After": str(exc.retry_after_s)}
     if isinstance(exc, ShuttingDown | InferenceFailed):
@@ -474,7 +488,8 @@ def _status_of(exc: Exception) -> tuple[int, dict[str, str] | None] | None:
 
 
 def error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
-    """The app's one exception handler: `{"status_code", "detail"}` (and "extra" for validation details).
+    """The app's one exception handler: `{"status_code", "detail"}` (and "extra" for validation details);
+    on the standard protocols' routes (/v2, /hf) their `{"error": message}` with the same status.
 
     A body over --max-body-bytes answers 413 naming the limit (whether Content-Length declared it or a chunked
     body outgrew it); a body that is not JSON answers 400 starting with NOT_JSON, whatever broke it.
@@ -482,6 +497,27 @@ def error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[
     batcher's and the runtime's exceptions are mapped by _status_of; anything else is a bug, logged with
     its traceback and answered 500 without internals.
     """
+    response = _error_body(request, exc)
+    if uses_protocol_errors(request.url.path):
+        body = response.content
+        message = body["detail"]
+        if body.get("extra"):
+            message = f"{message}: {_validation_details(body['extra'])}"
+        return Response({"error": message}, status_code=response.status_code, headers=response.headers)
+    return response
+
+
+def _validation_details(extra: Any) -> str:
+    items = extra if isinstance(extra, list) else [extra]
+    return "; ".join(
+        f"{item.get('key')}: {item.get('message')}"
+        if isinstance(item, dict) and item.get("key")
+        else str(item)
+        for item in items
+    )
+
+
+def _error_body(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     if isinstance(exc, RequestEntityTooLarge):  # Litestar's, raised while the body is read
         return _error(413, _too_large(request))
     if isinstance(exc, ClientException) and isinstance(exc.__cause__, SerializationException):
@@ -542,8 +578,15 @@ def create_app(
     settings = settings.with_keys()
     state = ServerState(settings, runners if runners is not None else load_runners(settings), on_ready)
     prometheus = _prometheus()
+    # Without keys no guard at all: Litestar copies the handler for every guard call on every request.
+    guards = [_key_guard(state)] if settings.api_keys else []
     app = Litestar(
-        route_handlers=[*_keyed_routes(state), *_open_routes(state), PrometheusController],
+        route_handlers=[
+            *_keyed_routes(state, guards),
+            *protocol_routes(state, guards, read_json_body),
+            *_open_routes(state),
+            PrometheusController,
+        ],
         lifespan=[state.lifespan],
         middleware=[count_arrivals(state.arrivals, tuple(KIND_ROUTE.values())), prometheus.middleware],
         request_max_body_size=settings.max_body_bytes,
@@ -557,23 +600,31 @@ def create_app(
     )
     app.state.electra = state
     _document_closed_bodies(app)
+    document_infer_body(app)
     return app
 
 
-def _keyed_routes(state: ServerState) -> list[Any]:
-    """/detect, /classify and /models: behind the API keys when the server has some."""
+def _key_guard(state: ServerState) -> Callable[..., Awaitable[None]]:
+    """The guard of every route that reaches a model: the API keys, when the server has some. A coroutine:
+    Litestar runs a plain function guard through a worker thread, one thread hop per request."""
 
-    def require_key(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    async def require_key(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
         if not state.authorize(connection.headers.get("authorization")):
             raise NotAuthorizedException(
                 detail="missing or wrong API key: send 'Authorization: Bearer <key>'",
                 headers={"WWW-Authenticate": 'Bearer realm="electra"'},
             )
 
+    return require_key
+
+
+def _keyed_routes(state: ServerState, guards: list[Any]) -> list[Any]:
+    """/detect, /classify and /models: behind the API keys when the server has some."""
+
     @post(
         "/detect",
         status_code=200,
-        guards=[require_key],
+        guards=guards,
         before_request=read_json_body,
         tags=["inference"],
         responses=INFERENCE_ERRORS,
@@ -587,7 +638,7 @@ def _keyed_routes(state: ServerState) -> list[Any]:
     @post(
         "/classify",
         status_code=200,
-        guards=[require_key],
+        guards=guards,
         before_request=read_json_body,
         tags=["inference"],
         responses=INFERENCE_ERRORS,
@@ -598,7 +649,7 @@ def _keyed_routes(state: ServerState) -> list[Any]:
         """Label each input (or text pair) with a fine-tuned classifier; regression answers a score."""
         return await state.classify(data)
 
-    @get("/models", guards=[require_key], tags=["models"], responses=_errors(401))
+    @get("/models", guards=guards, tags=["models"], responses=_errors(401))
     async def models() -> ModelsResponse:
         """The loaded bundles and their metadata (kind, labels, limits, precision, fused ops, parity)."""
         return ModelsResponse(models=[to_model_info(r.describe()) for r in state.runners.values()])

@@ -39,6 +39,17 @@ class Encoded:
         return len(self.ids)
 
 
+def _encoded(enc: tokenizers.Encoding, truncated: bool) -> Encoded:
+    return Encoded(
+        ids=np.asarray(enc.ids, dtype=np.int64),
+        type_ids=np.asarray(enc.type_ids, dtype=np.int64),
+        offsets=enc.offsets,
+        special=enc.special_tokens_mask,
+        word_ids=enc.word_ids,
+        truncated=truncated,
+    )
+
+
 class TooLong(InputError):
     """A text over the model's token limit with truncate=false."""
 
@@ -69,6 +80,9 @@ class ModelRunner:
 
         self.tokenizer = load_tokenizer(self.path)
         self.tokenizer.no_padding()
+        # Whole documents for /detect's windows; a copy, since truncation is the tokenizer's own state.
+        self.untruncated = tokenizers.Tokenizer.from_str(self.tokenizer.to_str())
+        self.untruncated.no_truncation()
         self.tokenizer.enable_truncation(max_length=self.max_seq_len)
         self.pad_id = special_ids(self.tokenizer).pad
 
@@ -128,17 +142,15 @@ class ModelRunner:
                     f"input {i} is longer than model {self.name!r} takes ({self.max_seq_len} tokens with "
                     "[CLS] and [SEP]); shorten it or send truncate=true"
                 )
-            out.append(
-                Encoded(
-                    ids=np.asarray(enc.ids, dtype=np.int64),
-                    type_ids=np.asarray(enc.type_ids, dtype=np.int64),
-                    offsets=enc.offsets,
-                    special=enc.special_tokens_mask,
-                    word_ids=enc.word_ids,
-                    truncated=truncated,
-                )
-            )
+            out.append(_encoded(enc, truncated))
         return out
+
+    def encode_whole(self, texts: list[str]) -> list[Encoded]:
+        """Single texts tokenized whole, however long: [CLS] tokens [SEP] (see electra.serving.windows)."""
+        encodings = (
+            self.untruncated.encode_batch(texts) if len(texts) > 1 else [self.untruncated.encode(texts[0])]
+        )
+        return [_encoded(enc, truncated=False) for enc in encodings]
 
     def _one(self, item: Any) -> tokenizers.Encoding:
         if isinstance(item, tuple):

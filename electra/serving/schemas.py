@@ -12,14 +12,18 @@ ModelName = Annotated[str, Meta(min_length=1, max_length=200)]
 
 
 class DetectRequest(Struct, forbid_unknown_fields=True):
-    """One text (`text`) or several (`texts`); every token is scored replaced (1) vs original (0)."""
+    """One text (`text`) or several (`texts`); every token is scored replaced (1) vs original (0).
+
+    A text longer than the model is scored whole, through windows of the model's length that overlap by
+    `stride` tokens (default: a quarter of a window); `truncate: true` scores only its first window."""
 
     text: str | None = None
     texts: list[str] | None = None
     threshold: Probability = 0.5
     level: Literal["token", "word"] = "token"
     model: ModelName | None = None
-    truncate: bool = True
+    truncate: bool = False
+    stride: Annotated[int, Meta(ge=0)] | None = None
 
 
 class Token(Struct):
@@ -33,9 +37,12 @@ class Token(Struct):
 
 
 class DetectResult(Struct):
+    """`truncated`: only the first window was scored (truncate=true); `windows`: model inputs it took."""
+
     tokens: list[Token]
     replaced_fraction: float
     truncated: bool
+    windows: int = 1
 
 
 class DetectResponse(Struct):
@@ -49,7 +56,8 @@ class PairInput(Struct, forbid_unknown_fields=True):
 
 
 class ClassifyRequest(Struct, forbid_unknown_fields=True):
-    """One input (`text`, optional `text_pair`) or several (`inputs`)."""
+    """One input (`text`, optional `text_pair`) or several (`inputs`). An input longer than the model is
+    truncated (its result says `truncated: true`); `truncate: false` refuses it with 413 instead."""
 
     text: str | None = None
     text_pair: str | None = None

@@ -17,6 +17,7 @@ from typing import Any
 from electra.errors import InputError
 
 DEVICES = ("cpu", "cuda")
+HTTP_SERVERS = ("uvicorn", "granian")
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,10 @@ class ServeSettings:
     graceful_timeout_s: float = field(
         default=30.0, metadata=option("seconds SIGTERM waits for in-flight requests", flag="graceful-timeout")
     )
+    # The HTTP server in front of the app; granian is optional (pip install granian).
+    http_server: str = field(
+        default="uvicorn", metadata=option("HTTP server: uvicorn or granian (pip install granian)")
+    )
     log_level: str = field(default="info", metadata=option("critical, error, warning, info or debug"))
     # The page at / starts with this text in its box (a URL's ?text= wins); None: an empty box.
     example: str | None = field(default=None, metadata=option("text the page at / is pre-filled with"))
@@ -88,6 +93,8 @@ class ServeSettings:
             problems.append(f"model name(s) used twice: {', '.join(duplicates)}")
         if self.device not in DEVICES:
             problems.append(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if self.http_server not in HTTP_SERVERS:
+            problems.append(f"http_server must be one of {', '.join(HTTP_SERVERS)}, got {self.http_server!r}")
         if not 0 < self.port < 65536:
             problems.append(f"port must be in 1..65535, got {self.port}")
         for name in ("max_batch_tokens", "max_batch_size", "max_queue", "max_body_bytes", "max_texts"):

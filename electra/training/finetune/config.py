@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from electra.errors import InputError
+from electra.training.finetune.recipe import DEFAULT_RECIPE, OVERRIDABLE, Recipe, resolve_recipe
 
 
 @dataclass(frozen=True)
@@ -22,8 +23,9 @@ class CustomColumns:
 class FinetuneConfig:
     """Every option of `electra finetune`; saved flat under "config" in eval_results.json.
 
-    `lr`, `layerwise_lr_decay` and `epochs` left None follow the recipe: `electra.sizes.finetune_recipe` for
-    the model's width and the task's default epochs.
+    `lr`, `layerwise_lr_decay` and `epochs` left None follow `electra.sizes.finetune_recipe` for the model's
+    width and the task's default epochs. `recipe` names a set of choices (recipe.RECIPES); each field of the
+    recipe also has a field here, None keeping the recipe's value, set overriding it.
     """
 
     task: str
@@ -38,11 +40,22 @@ class FinetuneConfig:
     regression: bool = False
     epochs: int | None = None
     lr: float | None = None
-    layerwise_lr_decay: float | None = None
     batch_size: int = 32
     max_seq_len: int = 128
     warmup_fraction: float = 0.1
-    weight_decay: float = 0.0
+    recipe: str = DEFAULT_RECIPE
+    # Overrides of the recipe's fields (electra.training.finetune.recipe.Recipe), None: the recipe's.
+    adam: str | None = None
+    adam_eps: float | None = None
+    weight_decay: float | None = None
+    layerwise_rule: str | None = None
+    layerwise_lr_decay: float | None = None
+    head: str | None = None
+    head_init: str | None = None
+    double_unordered: bool | None = None
+    schedule: str | None = None
+    loss_reduction: str | None = None
+    normalize_regression_labels: bool | None = None
     seeds: list[int] = field(default_factory=lambda: [1])
     precision: str | None = None
     device: str | None = None
@@ -54,9 +67,16 @@ class FinetuneConfig:
     def columns(self) -> CustomColumns:
         return CustomColumns(self.text_column, self.text_pair_column, self.label_column, self.regression)
 
+    def resolved_recipe(self) -> Recipe:
+        """The named recipe with this config's overrides; InputError for a bad name or value."""
+        return resolve_recipe(self.recipe, {name: getattr(self, name) for name in OVERRIDABLE})
+
     def validate(self) -> None:
         """Reject settings that would fail only after the data is read and tokenized."""
         if self.batch_size < 1 or self.max_seq_len < 8:
             raise InputError("--batch-size must be >= 1 and --max-seq-len >= 8")
+        if not 0 <= self.warmup_fraction <= 1:
+            raise InputError(f"warmup_fraction must be in [0, 1], got {self.warmup_fraction}")
+        self.resolved_recipe()
         if not self.seeds:
             raise InputError("--seeds needs at least one seed, e.g. --seeds 1,2,3")

@@ -64,3 +64,17 @@ def subsample(examples: list[Example], n: int) -> list[Example]:
     """A random subset of n examples in file order; the same one for every seed (a fixed generator)."""
     keep = np.sort(np.random.default_rng(0).permutation(len(examples))[:n])
     return [examples[i] for i in keep]
+
+
+def double_unordered(task: TaskSpec, examples: list[Example]) -> list[Example]:
+    """The official `double_unordered` (classification_tasks.py, MRPC and STS `_create_examples`): for a task
+    whose two texts may come in either order, the examples followed by each one with its texts swapped.
+    Other tasks are returned unchanged. Applied to training data only, as there."""
+    if not task.unordered_pairs:
+        return examples
+    swapped = [
+        Example(f"{e.guid}-swapped", e.text_pair, e.text, e.label)
+        for e in examples
+        if e.text_pair is not None
+    ]
+    return [*examples, *swapped]

@@ -56,6 +56,10 @@ class TaskSpec:
     test_splits: tuple[str, ...]
     default_epochs: int
     submission_name: str  # GLUE leaderboard file stem; for MNLI see submission_stem(), which is per split
+    # The two texts can be swapped without changing the label (the official code's double_unordered tasks).
+    unordered_pairs: bool = False
+    # Regression: (min, max) of the labels, which the official code scales by (label - min) / max.
+    label_range: tuple[float, float] | None = None
 
     @property
     def is_regression(self) -> bool:
@@ -98,9 +102,17 @@ TASKS: dict[str, TaskSpec] = {
     for s in (
         _spec("cola", "CoLA", _BINARY, ("mcc",)),
         _spec("sst2", "SST-2", _BINARY, ("accuracy",)),
-        _spec("mrpc", "MRPC", _BINARY, ("f1", "accuracy")),
+        _spec("mrpc", "MRPC", _BINARY, ("f1", "accuracy"), unordered_pairs=True),
         # ELECTRA fine-tunes the small data sets RTE and STS-B for 10 epochs instead of 3.
-        _spec("stsb", "STS-B", None, ("pearson", "spearman"), default_epochs=10),
+        _spec(
+            "stsb",
+            "STS-B",
+            None,
+            ("pearson", "spearman"),
+            default_epochs=10,
+            unordered_pairs=True,
+            label_range=(0.0, 5.0),
+        ),
         _spec("qqp", "QQP", _BINARY, ("f1", "accuracy")),
         _spec(
             "mnli",

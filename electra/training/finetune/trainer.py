@@ -1,9 +1,9 @@
 """`electra finetune`: GLUE-style classification and regression on a discriminator, one trainer per run.
 
-The ELECTRA fine-tuning recipe by default: lr 3e-4 (small) / 1e-4 (base) / 5e-5 (large), layer-wise
-learning-rate decay 0.8 (0.9 large) (see `layerwise`), 10% linear warmup then linear decay, batch 32, 3 epochs
-(10 for RTE and STS-B), no weight decay, dev evaluation after every epoch, several seeds with the median
-reported and the best seed's model saved.
+The paper's hyperparameters: lr 3e-4 (small) / 1e-4 (base) / 5e-5 (large), layer-wise learning-rate decay
+0.8 (0.9 large), 10% warmup, batch 32, 3 epochs (10 for RTE and STS-B), gradient norm clipped at 1.0; how the
+optimizer, schedule, head, loss and data treat them is the recipe's (`recipe`, default the official code's).
+Dev evaluation after every epoch, several seeds with the median reported and the best seed's model saved.
 """
 
 from __future__ import annotations
@@ -25,14 +25,16 @@ from electra.atomic import check_output_dir
 from electra.errors import InputError
 from electra.files import EVAL_RESULTS_JSON
 from electra.hf_format import load_hf_dir_with_report, save_hf_dir
+from electra.model import ElectraClassifier
 from electra.progress import progress
 from electra.sizes import finetune_recipe
 from electra.tokenizer import special_ids, tokenizer_files
 from electra.training.device import autocast, resolve_device, resolve_precision
 from electra.training.finetune.config import FinetuneConfig
-from electra.training.finetune.data import load_datasets, subsample
+from electra.training.finetune.data import double_unordered, load_datasets, subsample
 from electra.training.finetune.encoding import encode
 from electra.training.finetune.glue_metrics import median_over_seeds
+from electra.training.finetune.head import check_head, fold_target_scale, init_head, target_scale
 from electra.training.finetune.inference import predict_logits, score
 from electra.training.finetune.layerwise import layerwise_groups
 from electra.training.finetune.model_dir import (
@@ -40,7 +42,7 @@ from electra.training.finetune.model_dir import (
     load_model_tokenizer,
     resolve_model_dir,
 )
-from electra.training.optim import build_scheduler
+from electra.training.optim import adam, build_scheduler, warmup_steps_for
 
 Metrics = dict[str, dict[str, float]]  # split -> metric -> value
 
@@ -58,6 +60,7 @@ class FinetuneTrainer:
         cfg.validate()
         check_output_dir(cfg.out, cfg.overwrite)
         self.cfg = cfg
+        self.recipe = cfg.resolved_recipe()
         self.model_dir = resolve_model_dir(Path(cfg.model))
         self.tokenizer = load_model_tokenizer(self.model_dir)
         self.pad_id = special_ids(self.tokenizer).pad
@@ -66,7 +69,13 @@ class FinetuneTrainer:
             train_examples = subsample(train_examples, cfg.max_train_examples)
         if not train_examples:
             raise InputError("the training set is empty")
+        if self.recipe.double_unordered:
+            train_examples = double_unordered(self.task, train_examples)
         self.train_data = encode(self.tokenizer, train_examples, self.task, cfg.max_seq_len)
+        self.scale = target_scale(self.task, self.recipe.normalize_regression_labels)
+        if self.scale is not None and self.train_data.labels is not None:
+            lo, hi = self.scale
+            self.train_data.labels = (self.train_data.labels - lo) / hi
         self.dev_data = {
             name: encode(self.tokenizer, examples, self.task, cfg.max_seq_len)
             for name, examples in dev_examples.items()
@@ -79,23 +88,28 @@ class FinetuneTrainer:
 
     def setup(self, seed: int) -> None:
         """A fresh classifier from the pre-trained weights (head drawn from `seed`), optimizer, schedule."""
+        r = self.recipe
         torch.manual_seed(seed)
         model, report = load_hf_dir_with_report(
-            self.model_dir, kind="classifier", **classifier_head_config(self.task.labels)
+            self.model_dir, kind="classifier", head=r.head, **classifier_head_config(self.task.labels)
         )
+        assert isinstance(model, ElectraClassifier)
+        check_head(model)
+        if any(k.startswith("classifier.") for k in report.newly_initialized):
+            init_head(model, r.head_init)
         self.model = model.to(self.device)
         self.newly_initialized = report.newly_initialized
-        lr, decay = self.recipe(model.config.hidden_size)
-        groups = layerwise_groups(model, lr, decay, self.cfg.weight_decay)
-        self.optimizer = torch.optim.AdamW(groups, lr=lr, eps=1e-6, fused=self.device.type == "cuda" or None)
-        warmup = int(self.cfg.warmup_fraction * self.total_steps)
-        self.scheduler = build_scheduler(self.optimizer, warmup, self.total_steps)
+        lr, decay = self.lr_and_decay(model.config.hidden_size)
+        groups = layerwise_groups(model, lr, decay, r.weight_decay, r.layerwise_rule)
+        self.optimizer = adam(groups, lr, r.adam, r.adam_eps)
+        warmup = warmup_steps_for(r.schedule, self.cfg.warmup_fraction, self.total_steps)
+        self.scheduler = build_scheduler(self.optimizer, warmup, self.total_steps, r.schedule)
 
-    def recipe(self, hidden_size: int) -> tuple[float, float]:
-        """(learning rate, layer-wise decay): the command line's, else the recipe's for the model's width."""
+    def lr_and_decay(self, hidden_size: int) -> tuple[float, float]:
+        """(peak learning rate, layer-wise decay): the config's, else electra.sizes' for the model's width."""
         lr, decay = finetune_recipe(hidden_size)
-        if self.cfg.layerwise_lr_decay is not None:
-            decay = self.cfg.layerwise_lr_decay
+        if self.recipe.layerwise_lr_decay is not None:
+            decay = self.recipe.layerwise_lr_decay
         return self.cfg.lr or lr, decay
 
     def train_step(self, idx: np.ndarray) -> torch.Tensor:
@@ -103,7 +117,7 @@ class FinetuneTrainer:
         target = torch.from_numpy(self.train_data.labels[idx]).to(self.device)
         with self.autocast:
             logits = self.model(**batch)
-        loss = _loss(logits, target, self.task.is_regression)
+        loss = _loss(logits, target, self.task.is_regression, self.recipe.loss_reduction)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.optimizer.step()
@@ -123,14 +137,16 @@ class FinetuneTrainer:
                     bar.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
 
     def evaluate(self) -> Metrics:
-        """The task's metrics on every labeled dev split."""
-        return {
-            name: score(
-                self.task, predict_logits(self.model, d, self.pad_id, self.device, self.autocast), d.labels
-            )
-            for name, d in self.dev_data.items()
-            if d.labels is not None
-        }
+        """The task's metrics on every labeled dev split (regression outputs on the labels' scale)."""
+        results = {}
+        for name, d in self.dev_data.items():
+            if d.labels is None:
+                continue
+            logits = predict_logits(self.model, d, self.pad_id, self.device, self.autocast)
+            if self.scale is not None:
+                logits = logits * self.scale[1] + self.scale[0]
+            results[name] = score(self.task, logits, d.labels)
+        return results
 
     def train_seed(self, seed: int) -> dict[str, Any]:
         """Train one seed, evaluating after every epoch: its entry in eval_results.json's "per_seed"."""
@@ -179,10 +195,14 @@ class FinetuneTrainer:
             "epochs": self.epochs,
             "seconds": seconds,
             "config": json.loads(json.dumps(asdict(self.cfg), default=str)),
+            "recipe": self.recipe.describe(),
         }
 
     def save(self, model: nn.Module, summary: dict[str, Any]) -> None:
         """A Hugging Face classifier directory, its tokenizer and eval_results.json, written atomically."""
+        if self.scale is not None:
+            assert isinstance(model, ElectraClassifier)
+            fold_target_scale(model, self.scale)
         files = tokenizer_files(self.tokenizer)
         files[EVAL_RESULTS_JSON] = (json.dumps(summary, indent=2) + "\n").encode()
         save_hf_dir(model, self.cfg.out, overwrite=self.cfg.overwrite, extra_files=files)
@@ -199,10 +219,12 @@ def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     return FinetuneTrainer(cfg).run()
 
 
-def _loss(logits: torch.Tensor, labels: torch.Tensor, regression: bool) -> torch.Tensor:
+def _loss(logits: torch.Tensor, labels: torch.Tensor, regression: bool, reduction: str) -> torch.Tensor:
+    """Squared error or cross-entropy, summed over the batch (official: it decides how often the gradient
+    clipping at norm 1.0 bites) or averaged (transformers)."""
     if regression:
-        return F.mse_loss(logits.squeeze(-1).float(), labels.float())
-    return F.cross_entropy(logits.float(), labels)
+        return F.mse_loss(logits.squeeze(-1).float(), labels.float(), reduction=reduction)
+    return F.cross_entropy(logits.float(), labels, reduction=reduction)
 
 
 def _describe(final: dict[str, Any]) -> str:

@@ -147,7 +147,7 @@ class PretrainTrainer:
         if cfg.init:
             init_from_hf(self.model, cfg.init, self.vocab_size, self.data, self.log)
         self.model.to(device)
-        self.optimizer = build_optimizer(self.model, cfg.lr, cfg.weight_decay)
+        self.optimizer = build_optimizer(self.model, cfg.lr, cfg.weight_decay, kind=cfg.adam)
         self.scheduler = build_scheduler(self.optimizer, cfg.warmup_steps, cfg.steps)
 
     @property

@@ -67,7 +67,19 @@ app.kubernetes.io/component: server
 {{/* Where a model's bundle lies inside the container. */}}
 {{- define "electra.modelDir" -}}
 {{- $root := .root.Values.modelStorage.mountPath | trimSuffix "/" }}
-{{- if eq .root.Values.modelStorage.type "download" }}
+{{- if .root.Values.kserve.enabled }}
+{{- /* KServe: the storage initializer puts kserve.storageUri at /mnt/models. One model without a path is
+     that directory itself (storageUri names the bundle); otherwise <path or name> under it. */}}
+{{- if hasPrefix "/" (default "" .model.path) }}
+{{- .model.path }}
+{{- else if .model.path }}
+{{- printf "%s/%s" (include "electra.kserveModelRoot" .root) .model.path }}
+{{- else if eq (len .root.Values.models) 1 }}
+{{- include "electra.kserveModelRoot" .root }}
+{{- else }}
+{{- printf "%s/%s" (include "electra.kserveModelRoot" .root) .model.name }}
+{{- end }}
+{{- else if eq .root.Values.modelStorage.type "download" }}
 {{- printf "%s/%s" $root .model.name }}
 {{- else if hasPrefix "/" (default "" .model.path) }}
 {{- .model.path }}
@@ -122,11 +134,13 @@ every install renders, so `helm template` and `helm install` stop before anythin
 {{- define "electra.validate" -}}
 {{- $v := .Values }}
 {{- $t := $v.modelStorage.type }}
-{{- if not $t }}
+{{- if $v.kserve.enabled }}
+{{- include "electra.validateKServe" . }}
+{{- else if not $t }}
 {{- fail "\n\nelectra-server: no model source. Set modelStorage.type to one of:\n  pvc       bundles on a PersistentVolumeClaim: --set modelStorage.type=pvc,modelStorage.pvc.existingClaim=CLAIM (or modelStorage.pvc.create=true)\n  download  an init container fetches each bundle: --set modelStorage.type=download,models[0].name=detector,models[0].url=https://host/detector.tar.gz\n  image     bundles baked into the image (Dockerfile build arg MODEL_BUNDLE): --set modelStorage.type=image\nand list the bundles to serve in models (name, and path or url). Examples: the chart's ci/*-values.yaml." }}
 {{- end }}
 {{- if not $v.models }}
-{{- fail (printf "\n\nelectra-server: models is empty. List the bundles to serve, e.g. --set models[0].name=detector%s" (ternary ",models[0].url=https://host/detector.tar.gz" ",models[0].path=detector" (eq $t "download"))) }}
+{{- fail (printf "\n\nelectra-server: models is empty. List the bundles to serve, e.g. --set models[0].name=detector%s" (ternary ",models[0].url=https://host/detector.tar.gz" (ternary "" ",models[0].path=detector" $v.kserve.enabled) (eq $t "download"))) }}
 {{- end }}
 {{- $names := list }}
 {{- range $v.models }}
@@ -201,4 +215,88 @@ every install renders, so `helm template` and `helm install` stop before anythin
 
 {{- define "electra.trainingName" -}}
 {{- printf "%s-%s" (include "electra.fullname" .) .Values.training.runName | trunc 52 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Resources (plus the GPU limit: for extended resources the request defaults to the limit) and scheduling (the
+GPU node selector, tolerations and product affinity, then the user's), as YAML for fromYaml: shared by the
+Deployment and the KServe ServingRuntime.
+*/}}
+{{- define "electra.podPlacement" -}}
+{{- $v := .Values }}
+{{- $resources := deepCopy (default dict $v.resources) }}
+{{- if $v.gpu.enabled }}
+{{- $limits := default dict $resources.limits }}
+{{- $_ := set $limits $v.gpu.resourceName (int $v.gpu.count) }}
+{{- $_ := set $resources "limits" $limits }}
+{{- end }}
+{{- $nodeSelector := dict }}
+{{- if $v.gpu.enabled }}
+{{- $nodeSelector = mergeOverwrite $nodeSelector (deepCopy $v.gpu.nodeSelector) }}
+{{- end }}
+{{- $nodeSelector = mergeOverwrite $nodeSelector (deepCopy $v.nodeSelector) }}
+{{- $tolerations := $v.tolerations }}
+{{- if $v.gpu.enabled }}
+{{- $tolerations = concat $v.gpu.tolerations $v.tolerations }}
+{{- end }}
+{{- $affinity := deepCopy (default dict $v.affinity) }}
+{{- if and $v.gpu.enabled $v.gpu.products }}
+{{- $term := dict "matchExpressions" (list (dict "key" "nvidia.com/gpu.product" "operator" "In" "values" $v.gpu.products)) }}
+{{- $_ := set $affinity "nodeAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (dict "nodeSelectorTerms" (list $term))) }}
+{{- end }}
+{{- toYaml (dict "resources" $resources "nodeSelector" $nodeSelector "tolerations" (default list $tolerations) "affinity" $affinity) }}
+{{- end }}
+
+{{/* topologySpreadConstraints with labelSelector filled in (the server pods' selector labels), as a YAML list. */}}
+{{- define "electra.topologySpread" -}}
+{{- $spread := list }}
+{{- range .Values.topologySpreadConstraints }}
+{{- $c := deepCopy . }}
+{{- if not (hasKey $c "labelSelector") }}
+{{- $_ := set $c "labelSelector" (dict "matchLabels" (include "electra.selectorLabels" $ | fromYaml)) }}
+{{- end }}
+{{- $spread = append $spread $c }}
+{{- end }}
+{{- toYaml $spread }}
+{{- end }}
+
+{{/* KServe: the InferenceService, the ServingRuntime it runs on, and where the storage initializer puts the model. */}}
+{{- define "electra.kserveName" -}}
+{{- default (include "electra.fullname" .) .Values.kserve.name | trunc 45 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "electra.kserveRuntimeName" -}}
+{{- default (include "electra.fullname" .) .Values.kserve.runtime.name }}
+{{- end }}
+
+{{- define "electra.kserveModelRoot" -}}
+/mnt/models
+{{- end }}
+
+{{/* The KServe mode's checks (instead of the model source checks of the chart's own Deployment). */}}
+{{- define "electra.validateKServe" -}}
+{{- $v := .Values }}
+{{- $k := $v.kserve }}
+{{- if $v.modelStorage.type }}
+{{- fail (printf "\n\nelectra-server: kserve.enabled takes the bundles from KServe's storage initializer (kserve.storageUri, unpacked into /mnt/models); unset modelStorage.type (now %q)" $v.modelStorage.type) }}
+{{- end }}
+{{- range $v.models }}
+{{- if .url }}
+{{- fail (printf "\n\nelectra-server: models[name=%s].url is not used with kserve.enabled: KServe downloads kserve.storageUri into /mnt/models; give models[].path relative to it (or nothing for a single bundle)" .name) }}
+{{- end }}
+{{- if and (not $k.storageUri) (not (hasPrefix "/" (default "" .path))) }}
+{{- fail (printf "\n\nelectra-server: kserve.enabled needs kserve.storageUri (s3://, gs://, https://, pvc://CLAIM/PATH, ...: a bundle directory or archive, or a folder of bundles), or an absolute models[].path baked into the image; models[name=%s] has neither" .name) }}
+{{- end }}
+{{- end }}
+{{- range $key := list "autoscaling" "keda" "ingress" }}
+{{- if (index $v $key).enabled }}
+{{- fail (printf "\n\nelectra-server: %s.enabled has no effect with kserve.enabled (KServe creates and scales the predictor's Deployment and Service and exposes it): use kserve.minReplicas, kserve.maxReplicas, kserve.scaleMetric and kserve.scaleTarget, and KServe's ingress" $key) }}
+{{- end }}
+{{- end }}
+{{- if $v.metrics.serviceMonitor.enabled }}
+{{- fail "\n\nelectra-server: metrics.serviceMonitor selects the chart's Service, which kserve.enabled does not render; use metrics.podAnnotations=true (KServe's serving.kserve.io/enable-prometheus-scraping) or a PodMonitor of your own" }}
+{{- end }}
+{{- if and (gt (int $k.maxReplicas) 0) (lt (int $k.maxReplicas) (int $k.minReplicas)) }}
+{{- fail "\n\nelectra-server: kserve.maxReplicas must be >= kserve.minReplicas (or 0: no limit)" }}
+{{- end }}
 {{- end }}

@@ -1,0 +1,158 @@
+"""A/B of fine-tuning recipes (issue 22): official vs hf (or any --recipes) from one pre-trained model.
+
+    python bench/finetune_recipes_ab.py --model google-electra-small-discriminator-dir --seeds 1,2,3,4,5
+    python bench/finetune_recipes_ab.py --model runs/small/discriminator --harness-check \\
+        --max-train-examples 800 --max-epochs 2                       # a CPU check of the harness itself
+
+Every (task, recipe) pair is fine-tuned with every seed; each task's main figure (as in the paper's tables:
+CoLA MCC, SST-2/RTE accuracy, MRPC F1/accuracy average, STS-B Pearson/Spearman average; x100) is reported per
+seed, with median, mean and standard deviation, and the median difference of each recipe against the first.
+The record goes to `bench/results/finetune_recipes_ab_<name>.json` with the date, commit, machine, load
+average, the model's weights checksum and every option. Only a real pre-trained model (ELECTRA-Small or
+larger, full training sets, the recipe's epochs) decides the default recipe; `--harness-check` labels a run
+that only shows the harness works ("kind": "harness check, not a result").
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from benchlib import cpu_name, git_commit, int_list, usable_cores, write_result
+from finetune_glue import SCORE
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from electra.training.finetune.config import FinetuneConfig  # noqa: E402
+from electra.training.finetune.model_dir import resolve_model_dir  # noqa: E402
+from electra.training.finetune.recipe import RECIPES  # noqa: E402
+from electra.training.finetune.tasks import TASKS  # noqa: E402
+from electra.training.finetune.trainer import finetune  # noqa: E402
+
+SMALL_GLUE = "cola,sst2,mrpc,stsb,rte"
+
+
+def run_pair(args: argparse.Namespace, task: str, recipe: str, seeds: list[int], tmp: Path) -> dict:
+    spec = TASKS[task]
+    epochs = min(spec.default_epochs, args.max_epochs) if args.max_epochs else None
+    start = time.perf_counter()
+    summary = finetune(
+        FinetuneConfig(
+            task=task,
+            model=args.model,
+            out=tmp / f"{task}-{recipe}",
+            data_dir=args.glue,
+            recipe=recipe,
+            seeds=seeds,
+            epochs=epochs,
+            max_train_examples=args.max_train_examples,
+            max_seq_len=args.max_seq_len,
+            device=args.device,
+            progress=False,
+        )
+    )
+    split = spec.dev_splits[0]
+    scores = {s: 100 * r["final"][split][SCORE[task]] for s, r in summary["per_seed"].items()}
+    values = list(scores.values())
+    return {
+        "per_seed": scores,
+        "median": statistics.median(values),
+        "mean": statistics.mean(values),
+        "stdev": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "epochs": summary["epochs"],
+        "train_examples": summary["train_examples"],  # after double_unordered
+        "recipe": summary["recipe"],
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", type=Path, required=True, help="HF-format discriminator or `pretrain` --out")
+    ap.add_argument("--glue", type=Path, default=ROOT.parent / "shared" / "data" / "glue")
+    ap.add_argument("--tasks", default=SMALL_GLUE)
+    ap.add_argument("--recipes", default="official,hf", help="the first is the reference of the differences")
+    ap.add_argument("--seeds", type=int_list, default=[1, 2, 3])
+    ap.add_argument("--max-train-examples", type=int, default=None, help="cap per task (CPU budgets)")
+    ap.add_argument("--max-epochs", type=int, default=None, help="cap the tasks' epochs (CPU budgets)")
+    ap.add_argument("--max-seq-len", type=int, default=128)
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--name", default="cpu", help="results file suffix")
+    ap.add_argument("--harness-check", action="store_true", help="label the record: not a result")
+    ap.add_argument("--note", default="", help="where the model came from, recorded with the result")
+    args = ap.parse_args()
+    recipes = args.recipes.split(",")
+    tasks = args.tasks.split(",")
+    bad = [r for r in recipes if r not in RECIPES] + [t for t in tasks if t not in TASKS]
+    if bad:
+        print(f"error: unknown recipe or task {bad[0]!r}", file=sys.stderr)
+        return 2
+    if not args.glue.is_dir():
+        print(f"skipped: {args.glue} is absent", file=sys.stderr)
+        return 0
+    model_dir = resolve_model_dir(args.model)
+    load_before = os.getloadavg()
+    started = time.perf_counter()
+    rows: dict[str, dict[str, dict]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for task in tasks:
+            rows[task] = {}
+            for recipe in recipes:
+                rows[task][recipe] = row = run_pair(args, task, recipe, args.seeds, Path(tmp))
+                print(
+                    f"{task} {recipe}: median {row['median']:.1f} (seeds "
+                    f"{', '.join(f'{v:.1f}' for v in row['per_seed'].values())}) in {row['seconds']:.0f} s",
+                    flush=True,
+                )
+    reference = recipes[0]
+    averages = {r: statistics.mean(rows[t][r]["median"] for t in tasks) for r in recipes}
+    differences = {
+        r: {t: rows[t][r]["median"] - rows[t][reference]["median"] for t in tasks} for r in recipes[1:]
+    }
+    record = {
+        "benchmark": "finetune_recipes_ab",
+        "kind": "harness check, not a result" if args.harness_check else "result",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": git_commit(),
+        "machine": platform.platform(),
+        "cpu": cpu_name(),
+        "cores": usable_cores(),
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
+        "model": str(model_dir),
+        "model_note": args.note,
+        "model_weights_sha256": sha256(
+            next(model_dir.glob("model.safetensors"), model_dir / "pytorch_model.bin")
+        ),
+        "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "score": {t: SCORE[t] for t in tasks},
+        "tasks": rows,
+        "average_of_medians": averages,
+        f"median_difference_vs_{reference}": differences,
+        "seconds": time.perf_counter() - started,
+    }
+    out = write_result(record, None, f"finetune_recipes_ab_{args.name}")
+    summary = ", ".join(f"{r} {a:.1f}" for r, a in averages.items())
+    print(f"average of medians over {len(tasks)} tasks: {summary} -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

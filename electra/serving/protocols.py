@@ -1,0 +1,388 @@
+"""The standard protocols' routes: Open Inference Protocol v2 (`/v2/...`) and Hugging Face task shapes
+(`/hf/{name}`), answered by the same batching, limits, API keys and metrics as `/detect` and `/classify`.
+
+v2 tensors of a detector (n texts, padded to the most tokens m; positions past `lengths` are padding):
+`scores` FP32 [n, m] (probability each token was replaced), `replaced` BOOL [n, m], `starts`/`ends` INT64
+[n, m] (character offsets, -1 in padding), `tokens` BYTES [n, m] (the text each token spans), `lengths`,
+`windows` INT64 [n] and `truncated` BOOL [n]. Of a classifier: `probabilities` FP32 [n, labels] and `label`
+BYTES [n] (a regression model: `score` FP32 [n]), and `truncated`. Request parameters are /detect's and
+/classify's (`threshold`, `level`, `stride`, `truncate`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import numpy as np
+from litestar import Request, Response, get, post
+from litestar.exceptions import HTTPException
+from litestar.openapi import ResponseSpec
+from litestar.params import FromPath, JSONBody
+
+from electra import __version__
+from electra.serving.hf_tasks import (
+    DETECTOR_LABELS,
+    HFRequest,
+    LabelScore,
+    TextClassificationParameters,
+    TextPairInput,
+    TokenClassificationParameters,
+    TokenEntity,
+    default_function,
+    label_scores,
+    token_entities,
+)
+from electra.serving.open_inference import (
+    HEADER_LENGTH,
+    InferenceRequest,
+    InferenceResponse,
+    ModelMetadata,
+    ProtocolError,
+    ProtocolErrorBody,
+    ServerMetadata,
+    TensorMetadata,
+    encode_response,
+    parse_request,
+)
+from electra.serving.schemas import ClassifyRequest, DetectRequest, DetectResult
+
+if TYPE_CHECKING:
+    from electra.serving.app import ServerState
+    from electra.serving.runtime import ModelRunner
+
+VERSION = "1"  # a bundle is one version of one model
+PLATFORM = "electra-onnx"
+V2_PREFIX = "/v2"
+HF_PREFIX = "/hf/"
+# Parameters tritonclient and KServe clients may send that mean nothing for these models.
+TRANSPORT_PARAMETERS = {
+    "binary_data_output",
+    "priority",
+    "timeout",
+    "sequence_id",
+    "sequence_start",
+    "sequence_end",
+}
+
+
+def uses_protocol_errors(path: str) -> bool:
+    """Whether errors on `path` answer in the protocols' `{"error": message}` shape."""
+    return path == V2_PREFIX or path.startswith((V2_PREFIX + "/", HF_PREFIX))
+
+
+def is_inference(path: str) -> bool:
+    """A POST to `path` runs a model (see electra.serving.app.count_arrivals)."""
+    return path.startswith(HF_PREFIX) or (path.startswith(V2_PREFIX + "/models/") and path.endswith("/infer"))
+
+
+def _errors(*codes: int) -> dict[int, ResponseSpec]:
+    return {
+        code: ResponseSpec(data_container=ProtocolErrorBody, description="error", generate_examples=False)
+        for code in codes
+    }
+
+
+def protocol_routes(state: ServerState, guards: list[Any], read_json_body: Any) -> list[Any]:
+    return [*_v2_routes(state, guards), *_hf_routes(state, guards, read_json_body)]
+
+
+# --- Open Inference Protocol v2 ---------------------------------------------------------------------------
+
+
+def _v2_routes(state: ServerState, guards: list[Any]) -> list[Any]:
+    tags = ["open inference protocol v2"]
+
+    @get("/v2", guards=guards, tags=tags, responses=_errors(401))
+    async def server_metadata() -> ServerMetadata:
+        """Server name, version and protocol extensions (binary tensor data)."""
+        return ServerMetadata(name="electra", version=__version__, extensions=["binary_tensor_data"])
+
+    @get("/v2/health/live", tags=tags)
+    async def live() -> dict[str, bool]:
+        """200 while the process serves HTTP."""
+        return {"live": True}
+
+    @get("/v2/health/ready", tags=tags, responses={503: ResponseSpec(data_container=dict[str, bool])})
+    async def ready() -> Response[dict[str, bool]]:
+        """200 once every model is loaded and warmed up, 503 before."""
+        return Response({"ready": state.ready}, status_code=200 if state.ready else 503)
+
+    keyed = {"guards": guards, "tags": tags}
+    model = "/v2/models/{name:str}"
+    versioned = "/v2/models/{name:str}/versions/{version:str}"
+
+    async def metadata(name: str, version: str | None) -> ModelMetadata:
+        return _metadata(_model(state, name, version))
+
+    async def readiness(name: str, version: str | None) -> Response[dict[str, Any]]:
+        runner = _model(state, name, version)
+        return Response({"name": runner.name, "ready": state.ready}, status_code=200 if state.ready else 503)
+
+    async def infer(name: str, version: str | None, request: Request[Any, Any, Any]) -> Response[bytes]:
+        runner = _model(state, name, version)
+        parsed = parse_request(await request.body(), request.headers.get(HEADER_LENGTH))
+        if runner.kind == "discriminator":
+            outputs = await _detect_tensors(state, runner, parsed.inputs, parsed.parameters)
+        else:
+            outputs = await _classify_tensors(state, runner, parsed.inputs, parsed.parameters)
+        body, headers = encode_response(runner.name, VERSION, parsed, outputs)
+        return Response(body, headers=headers, media_type=headers.pop("Content-Type"))
+
+    ready_errors = {**_errors(404), 503: ResponseSpec(data_container=dict[str, Any])}
+    infer_errors = _errors(400, 401, 404, 413, 503)
+
+    @get(model, responses=_errors(401, 404), **keyed)
+    async def model_metadata(name: FromPath[str]) -> ModelMetadata:
+        """The model's input and output tensors."""
+        return await metadata(name, None)
+
+    @get(versioned, responses=_errors(401, 404), **keyed)
+    async def model_version_metadata(name: FromPath[str], version: FromPath[str]) -> ModelMetadata:
+        """The model's input and output tensors (a bundle is version 1)."""
+        return await metadata(name, version)
+
+    @get(model + "/ready", tags=tags, responses=ready_errors)
+    async def model_ready(name: FromPath[str]) -> Response[dict[str, Any]]:
+        """200 when the model can answer, 503 while it warms up; open, as the health probes are."""
+        return await readiness(name, None)
+
+    @get(versioned + "/ready", tags=tags, responses=ready_errors)
+    async def model_version_ready(name: FromPath[str], version: FromPath[str]) -> Response[dict[str, Any]]:
+        """200 when the model can answer, 503 while it warms up."""
+        return await readiness(name, version)
+
+    @post(model + "/infer", status_code=200, responses=infer_errors, **keyed)
+    async def model_infer(name: FromPath[str], request: Request[Any, Any, Any]) -> Response[bytes]:
+        """Texts in, tensors out: JSON, or Triton's binary tensor data extension (tritonclient's default)."""
+        return await infer(name, None, request)
+
+    @post(versioned + "/infer", status_code=200, responses=infer_errors, **keyed)
+    async def model_version_infer(
+        name: FromPath[str], version: FromPath[str], request: Request[Any, Any, Any]
+    ) -> Response[bytes]:
+        """Texts in, tensors out (a bundle is version 1)."""
+        return await infer(name, version, request)
+
+    return [
+        server_metadata,
+        live,
+        ready,
+        model_metadata,
+        model_version_metadata,
+        model_ready,
+        model_version_ready,
+        model_infer,
+        model_version_infer,
+    ]
+
+
+def _model(state: ServerState, name: str, version: str | None) -> ModelRunner:
+    runner = state.runners.get(name)
+    if runner is None:
+        raise HTTPException(
+            status_code=404,
+            detail=f"model {name!r} is not loaded; loaded: {', '.join(sorted(state.runners))}",
+        )
+    if version not in (None, VERSION):
+        raise HTTPException(
+            status_code=404, detail=f"model {name!r} has version {VERSION} only, not {version!r}"
+        )
+    return runner
+
+
+def _metadata(runner: ModelRunner) -> ModelMetadata:
+    texts = [TensorMetadata("text", "BYTES", [-1])]
+    if runner.kind == "discriminator":
+        per_token = [TensorMetadata(n, t, [-1, -1]) for n, t in _DETECTOR_OUTPUTS if n in _PER_TOKEN]
+        per_text = [TensorMetadata(n, t, [-1]) for n, t in _DETECTOR_OUTPUTS if n not in _PER_TOKEN]
+        outputs = per_token + per_text
+    else:
+        texts.append(TensorMetadata("text_pair", "BYTES", [-1]))
+        if runner.regression:
+            outputs = [TensorMetadata("score", "FP32", [-1])]
+        else:
+            outputs = [
+                TensorMetadata("probabilities", "FP32", [-1, len(runner.labels)]),
+                TensorMetadata("label", "BYTES", [-1]),
+            ]
+        outputs.append(TensorMetadata("truncated", "BOOL", [-1]))
+    return ModelMetadata(runner.name, [VERSION], PLATFORM, texts, outputs)
+
+
+_DETECTOR_OUTPUTS = [
+    ("scores", "FP32"),
+    ("replaced", "BOOL"),
+    ("starts", "INT64"),
+    ("ends", "INT64"),
+    ("tokens", "BYTES"),
+    ("lengths", "INT64"),
+    ("windows", "INT64"),
+    ("truncated", "BOOL"),
+]
+_PER_TOKEN = {"scores", "replaced", "starts", "ends", "tokens"}
+
+
+def _texts(inputs: dict[str, Any], name: str, allowed: set[str]) -> list[str]:
+    unknown = set(inputs) - allowed
+    if unknown:
+        raise ProtocolError(
+            f"unknown input {sorted(unknown)[0]!r}; this model takes {', '.join(sorted(allowed))}"
+        )
+    tensor = inputs.get(name)
+    if tensor is None:
+        raise ProtocolError(f"input {name!r} (BYTES, one text per element) is missing")
+    if tensor.datatype != "BYTES":
+        raise ProtocolError(f"input {name!r} must be BYTES (texts), got {tensor.datatype}")
+    return [str(x) for x in tensor.data]
+
+
+def _route_parameters(parameters: dict[str, Any], into: type[Any], fields: dict[str, Any]) -> Any:
+    """/detect's or /classify's request from the protocol's inputs and parameters (its checks and limits)."""
+    given = {k: v for k, v in parameters.items() if k not in TRANSPORT_PARAMETERS}
+    clash = set(given) & set(fields)
+    if clash:
+        raise ProtocolError(f"parameter {sorted(clash)[0]!r} is an input here, not a parameter")
+    try:
+        return msgspec.convert({**given, **fields}, into)
+    except msgspec.ValidationError as e:
+        raise ProtocolError(f"parameters: {e}") from None
+
+
+async def _detect_tensors(
+    state: ServerState, runner: ModelRunner, inputs: dict[str, Any], parameters: dict[str, Any]
+) -> dict[str, tuple[str, np.ndarray]]:
+    texts = _texts(inputs, "text", {"text"})
+    data: DetectRequest = _route_parameters(parameters, DetectRequest, {"texts": texts})
+    state.check_sizes(texts, "text")
+    stride = state.check_stride(runner, data.stride, data.truncate)
+    state.check_ready()
+    results = await state.score_tokens(runner, texts, data.threshold, data.level, stride)
+    return _detector_outputs(results)
+
+
+def _detector_outputs(results: list[DetectResult]) -> dict[str, tuple[str, np.ndarray]]:
+    n = len(results)
+    m = max((len(r.tokens) for r in results), default=0)
+    scores = np.zeros((n, m), dtype=np.float32)
+    replaced = np.zeros((n, m), dtype=np.bool_)
+    starts = np.full((n, m), -1, dtype=np.int64)
+    ends = np.full((n, m), -1, dtype=np.int64)
+    tokens = np.full((n, m), "", dtype=object)
+    for i, r in enumerate(results):
+        for j, t in enumerate(r.tokens):
+            scores[i, j], replaced[i, j], starts[i, j], ends[i, j], tokens[i, j] = (
+                t.score,
+                t.replaced,
+                t.start,
+                t.end,
+                t.text,
+            )
+    return {
+        "scores": ("FP32", scores),
+        "replaced": ("BOOL", replaced),
+        "starts": ("INT64", starts),
+        "ends": ("INT64", ends),
+        "tokens": ("BYTES", tokens),
+        "lengths": ("INT64", np.array([len(r.tokens) for r in results], dtype=np.int64)),
+        "windows": ("INT64", np.array([r.windows for r in results], dtype=np.int64)),
+        "truncated": ("BOOL", np.array([r.truncated for r in results], dtype=np.bool_)),
+    }
+
+
+async def _classify_tensors(
+    state: ServerState, runner: ModelRunner, inputs: dict[str, Any], parameters: dict[str, Any]
+) -> dict[str, tuple[str, np.ndarray]]:
+    texts = _texts(inputs, "text", {"text", "text_pair"})
+    pairs: list[str | None] = [None] * len(texts)
+    if "text_pair" in inputs:
+        pairs = list(_texts(inputs, "text_pair", {"text", "text_pair"}))
+        if len(pairs) != len(texts):
+            raise ProtocolError(
+                f"'text' has {len(texts)} elements and 'text_pair' {len(pairs)}: one pair per text"
+            )
+    items = [{"text": a, "text_pair": b} for a, b in zip(texts, pairs, strict=True)]
+    data: ClassifyRequest = _route_parameters(parameters, ClassifyRequest, {"inputs": items})
+    results = await state.classify_pairs(
+        runner, [(a, b) for a, b in zip(texts, pairs, strict=True)], data.truncate
+    )
+    truncated = ("BOOL", np.array([r.truncated for r in results], dtype=np.bool_))
+    if runner.regression:
+        return {
+            "score": ("FP32", np.array([r.score for r in results], dtype=np.float32)),
+            "truncated": truncated,
+        }
+    probabilities = np.array(
+        [[r.scores[label] for label in runner.labels] for r in results], dtype=np.float32
+    )
+    labels = np.array([runner.labels[int(row.argmax())] for row in probabilities], dtype=object)
+    return {"probabilities": ("FP32", probabilities), "label": ("BYTES", labels), "truncated": truncated}
+
+
+# --- Hugging Face task shapes -----------------------------------------------------------------------------
+
+
+def _hf_routes(state: ServerState, guards: list[Any], read_json_body: Any) -> list[Any]:
+    @post(
+        "/hf/{name:str}",
+        guards=guards,
+        before_request=read_json_body,
+        status_code=200,
+        tags=["hugging face inference api"],
+        responses=_errors(400, 401, 404, 413, 503),
+    )
+    async def hf_task(
+        name: FromPath[str], data: JSONBody[HFRequest]
+    ) -> list[list[LabelScore]] | list[list[TokenEntity]] | list[TokenEntity]:
+        """A classifier answers text-classification (`top_k`, `function_to_apply`), a detector
+        token-classification (`aggregation_strategy`, `ignore_labels`, `stride`): what
+        `huggingface_hub.InferenceClient(model=URL)` sends and reads."""
+        runner = _model(state, name, None)
+        single = not isinstance(data.inputs, list)
+        items = [data.inputs] if single else list(data.inputs)  # type: ignore[list-item]
+        if runner.kind == "discriminator":
+            entities = await _token_classification(state, runner, items, data.parameters or {})
+            return entities[0] if single else entities
+        return await _text_classification(state, runner, items, data.parameters or {})
+
+    return [hf_task]
+
+
+def _parameters(parameters: dict[str, Any], into: type[Any]) -> Any:
+    try:
+        return msgspec.convert(parameters, into)
+    except msgspec.ValidationError as e:
+        raise ProtocolError(f"parameters: {e}") from None
+
+
+async def _text_classification(
+    state: ServerState, runner: ModelRunner, items: list[str | TextPairInput], parameters: dict[str, Any]
+) -> list[list[LabelScore]]:
+    p: TextClassificationParameters = _parameters(parameters, TextClassificationParameters)
+    pairs = [(x, None) if isinstance(x, str) else (x.text, x.text_pair) for x in items]
+    _, rows = await state.classify_logits(runner, pairs, p.truncate)
+    labels = runner.labels or ["score"]
+    function = p.function_to_apply or default_function(len(labels), runner.problem_type)
+    return [label_scores(row, labels, function, p.top_k) for row in rows]
+
+
+async def _token_classification(
+    state: ServerState, runner: ModelRunner, items: list[str | TextPairInput], parameters: dict[str, Any]
+) -> list[list[TokenEntity]]:
+    p: TokenClassificationParameters = _parameters(parameters, TokenClassificationParameters)
+    if not all(isinstance(x, str) for x in items):
+        raise ProtocolError(f"model {runner.name!r} is a token classifier: 'inputs' are texts, not pairs")
+    texts: list[str] = items  # type: ignore[assignment]
+    state.check_sizes(texts, "inputs")
+    stride = state.check_stride(runner, p.stride, truncate=False)
+    state.check_ready()
+    ignore = ["original"] if p.ignore_labels is None else p.ignore_labels
+    out = []
+    for text, (enc, result) in zip(texts, await state.scored_documents(runner, texts, stride), strict=True):
+        real = [i for i, special in enumerate(enc.special) if not special]
+        words = [enc.word_ids[i] for i in real]
+        out.append(token_entities(result.tokens, real, words, text, p.aggregation_strategy, ignore))
+    return out
+
+
+__all__ = ["DETECTOR_LABELS", "InferenceRequest", "InferenceResponse", "protocol_routes"]
