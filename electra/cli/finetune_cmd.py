@@ -17,17 +17,7 @@ from electra.sizes import DEFAULT_LAYERWISE_LR_DECAY as DEFAULT_DECAY
 from electra.sizes import SIZES
 from electra.training.device import DEVICES, PRECISIONS
 from electra.training.finetune.config import CustomColumns, FinetuneConfig
-from electra.training.finetune.recipe import (
-    ADAMS,
-    CLASSIFIER_HEADS,
-    HEAD_INITS,
-    LAYERWISE_RULES,
-    LOSS_REDUCTIONS,
-    OVERRIDABLE,
-    RECIPES,
-    SCHEDULES,
-    Recipe,
-)
+from electra.training.finetune.recipe import CHOICES, OVERRIDABLE, RECIPES, Recipe
 from electra.training.finetune.tasks import TASKS
 
 TASK_CHOICES = [*TASKS, "custom"]
@@ -109,14 +99,6 @@ def _recipe_args(p: argparse.ArgumentParser) -> None:
         help="a complete set of the choices below (default: %(default)s; see the README's table)",
     )
     g = p.add_argument_group("recipe overrides (default: the --recipe's value)")
-    choices: dict[str, tuple[str, ...]] = {
-        "adam": ADAMS,
-        "layerwise_rule": LAYERWISE_RULES,
-        "head": CLASSIFIER_HEADS,
-        "head_init": HEAD_INITS,
-        "schedule": SCHEDULES,
-        "loss_reduction": LOSS_REDUCTIONS,
-    }
     what = {
         "adam": "official: no bias correction (AdamWeightDecayOptimizer); torch: torch.optim.AdamW",
         "adam_eps": "Adam epsilon",
@@ -134,8 +116,8 @@ def _recipe_args(p: argparse.ArgumentParser) -> None:
         flag = "--" + name.replace("_", "-")
         help_text = f"{what[name]} ({_recipe_default(name)})"
         kind = Recipe.__dataclass_fields__[name].type
-        if name in choices:
-            g.add_argument(flag, choices=choices[name], help=help_text)
+        if name in CHOICES:
+            g.add_argument(flag, choices=CHOICES[name], help=help_text)
         elif "bool" in str(kind):
             g.add_argument(flag, action=argparse.BooleanOptionalAction, help=help_text)
         else:

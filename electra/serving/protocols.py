@@ -22,7 +22,6 @@ from litestar.params import FromPath, JSONBody
 
 from electra import __version__
 from electra.serving.hf_tasks import (
-    DETECTOR_LABELS,
     HFRequest,
     LabelScore,
     TextClassificationParameters,
@@ -35,8 +34,6 @@ from electra.serving.hf_tasks import (
 )
 from electra.serving.open_inference import (
     HEADER_LENGTH,
-    InferenceRequest,
-    InferenceResponse,
     ModelMetadata,
     ProtocolError,
     ProtocolErrorBody,
@@ -84,14 +81,22 @@ def _errors(*codes: int) -> dict[int, ResponseSpec]:
 
 
 def protocol_routes(state: ServerState, guards: list[Any], read_json_body: Any) -> list[Any]:
-    return [*_v2_routes(state, guards), *_hf_routes(state, guards, read_json_body)]
+    return [
+        *_v2_server_routes(state, guards),
+        *_v2_model_routes(state, guards),
+        *_hf_routes(state, guards, read_json_body),
+    ]
 
 
 # --- Open Inference Protocol v2 ---------------------------------------------------------------------------
 
 
-def _v2_routes(state: ServerState, guards: list[Any]) -> list[Any]:
-    tags = ["open inference protocol v2"]
+V2_TAGS = ["open inference protocol v2"]
+
+
+def _v2_server_routes(state: ServerState, guards: list[Any]) -> list[Any]:
+    """Server metadata and health."""
+    tags = V2_TAGS
 
     @get("/v2", guards=guards, tags=tags, responses=_errors(401))
     async def server_metadata() -> ServerMetadata:
@@ -108,6 +113,12 @@ def _v2_routes(state: ServerState, guards: list[Any]) -> list[Any]:
         """200 once every model is loaded and warmed up, 503 before."""
         return Response({"ready": state.ready}, status_code=200 if state.ready else 503)
 
+    return [server_metadata, live, ready]
+
+
+def _v2_model_routes(state: ServerState, guards: list[Any]) -> list[Any]:
+    """Per model, each also under /versions/1: metadata, readiness, infer."""
+    tags = V2_TAGS
     keyed = {"guards": guards, "tags": tags}
     model = "/v2/models/{name:str}"
     versioned = "/v2/models/{name:str}/versions/{version:str}"
@@ -120,14 +131,7 @@ def _v2_routes(state: ServerState, guards: list[Any]) -> list[Any]:
         return Response({"name": runner.name, "ready": state.ready}, status_code=200 if state.ready else 503)
 
     async def infer(name: str, version: str | None, request: Request[Any, Any, Any]) -> Response[bytes]:
-        runner = _model(state, name, version)
-        parsed = parse_request(await request.body(), request.headers.get(HEADER_LENGTH))
-        if runner.kind == "discriminator":
-            outputs = await _detect_tensors(state, runner, parsed.inputs, parsed.parameters)
-        else:
-            outputs = await _classify_tensors(state, runner, parsed.inputs, parsed.parameters)
-        body, headers = encode_response(runner.name, VERSION, parsed, outputs)
-        return Response(body, headers=headers, media_type=headers.pop("Content-Type"))
+        return await _infer(state, _model(state, name, version), request)
 
     ready_errors = {**_errors(404), 503: ResponseSpec(data_container=dict[str, Any])}
     infer_errors = _errors(400, 401, 404, 413, 503)
@@ -165,9 +169,6 @@ def _v2_routes(state: ServerState, guards: list[Any]) -> list[Any]:
         return await infer(name, version, request)
 
     return [
-        server_metadata,
-        live,
-        ready,
         model_metadata,
         model_version_metadata,
         model_ready,
@@ -175,6 +176,16 @@ def _v2_routes(state: ServerState, guards: list[Any]) -> list[Any]:
         model_infer,
         model_version_infer,
     ]
+
+
+async def _infer(state: ServerState, runner: ModelRunner, request: Request[Any, Any, Any]) -> Response[bytes]:
+    parsed = parse_request(await request.body(), request.headers.get(HEADER_LENGTH))
+    if runner.kind == "discriminator":
+        outputs = await _detect_tensors(state, runner, parsed.inputs, parsed.parameters)
+    else:
+        outputs = await _classify_tensors(state, runner, parsed.inputs, parsed.parameters)
+    body, headers = encode_response(runner.name, VERSION, parsed, outputs)
+    return Response(body, headers=headers, media_type=headers.pop("Content-Type"))
 
 
 def _model(state: ServerState, name: str, version: str | None) -> ModelRunner:
@@ -383,6 +394,3 @@ async def _token_classification(
         words = [enc.word_ids[i] for i in real]
         out.append(token_entities(result.tokens, real, words, text, p.aggregation_strategy, ignore))
     return out
-
-
-__all__ = ["DETECTOR_LABELS", "InferenceRequest", "InferenceResponse", "protocol_routes"]

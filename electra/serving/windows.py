@@ -69,13 +69,10 @@ def first_window(full: Encoded, max_seq_len: int) -> Encoded:
     """`full` truncated to the model's length, as the tokenizer's own truncation would give it."""
     if full.length <= max_seq_len:
         return full
-    window = _window(full, 0, max_seq_len - 2)
-    return Encoded(
-        window.ids, window.type_ids, window.offsets, window.special, window.word_ids, truncated=True
-    )
+    return _window(full, 0, max_seq_len - 2, truncated=True)
 
 
-def _window(full: Encoded, start: int, end: int) -> Encoded:
+def _window(full: Encoded, start: int, end: int, truncated: bool = False) -> Encoded:
     """Content tokens [start, end) between the document's own [CLS] and [SEP]."""
     inner = slice(1 + start, 1 + end)
     last = full.length - 1
@@ -85,7 +82,7 @@ def _window(full: Encoded, start: int, end: int) -> Encoded:
         offsets=[full.offsets[0], *full.offsets[inner], full.offsets[last]],
         special=[full.special[0], *full.special[inner], full.special[last]],
         word_ids=[full.word_ids[0], *full.word_ids[inner], full.word_ids[last]],
-        truncated=False,
+        truncated=truncated,
     )
 
 

@@ -97,7 +97,8 @@ DEFAULT_RECIPE = "official"
 # The fields a FinetuneConfig may override one by one (it has a field of the same name for each).
 OVERRIDABLE = tuple(f.name for f in dataclasses.fields(Recipe) if f.name != "name")
 
-_CHOICES: dict[str, tuple[Any, ...]] = {
+# The recipe fields that take one of a few named values (the CLI's choices come from here too).
+CHOICES: dict[str, tuple[Any, ...]] = {
     "adam": ADAMS,
     "layerwise_rule": LAYERWISE_RULES,
     "head": CLASSIFIER_HEADS,
@@ -115,7 +116,7 @@ def resolve_recipe(name: str, overrides: dict[str, Any]) -> Recipe:
     unknown = set(changes) - set(OVERRIDABLE)
     if unknown:
         raise InputError(f"unknown recipe field(s) {', '.join(sorted(unknown))}")
-    for key, allowed in _CHOICES.items():
+    for key, allowed in CHOICES.items():
         if key in changes and changes[key] not in allowed:
             raise InputError(f"--{_flag(key)} {changes[key]!r} is not one of {', '.join(allowed)}")
     recipe = dataclasses.replace(RECIPES[name], **changes)
