@@ -29,13 +29,13 @@ from electra.padding import PADDING_SIDE
 BUNDLE_FORMAT = "electra-onnx-bundle"
 BUNDLE_VERSION = 1
 
-Kind = Literal["discriminator", "classifier"]
+Kind = Literal["discriminator", "classifier", "tagger"]
 EXPORTABLE_KINDS: tuple[str, ...] = get_args(Kind)
 Precision = Literal["fp32", "fp16", "int8"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 
 # The graph's inputs (int64, batch x sequence) and its output: float32 logits, batch x sequence for a
-# discriminator, batch x labels for a classifier.
+# discriminator, batch x labels for a classifier, batch x sequence x labels for a tagger.
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "logits"
 # The fused attention reads the mask as per-row lengths, so inputs must be padded on the right (PADDING_SIDE,
@@ -109,8 +109,9 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     format: str = BUNDLE_FORMAT
     version: int = BUNDLE_VERSION
     kind: Kind
-    labels: dict[str, str] | None = None  # a classifier's "0".."n-1" -> name; None for a discriminator
-    problem_type: str | None = None  # a classifier's HF problem_type
+    # A classifier's or tagger's "0".."n-1" -> name; None for a discriminator.
+    labels: dict[str, str] | None = None
+    problem_type: str | None = None  # a classifier's HF problem_type (None for the other kinds)
     max_seq_len: int  # longest input in tokens, [CLS] and [SEP] included
     precision: Precision
     opset: int
@@ -192,9 +193,9 @@ def _problems(raw: dict[str, Any]) -> list[str]:
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             problems.append(f"{key} {value!r} is not a positive integer")
     labels = raw.get("labels")
-    if raw.get("kind") == "classifier":
+    if raw.get("kind") in ("classifier", "tagger"):
         if not isinstance(labels, dict) or not labels or not all(isinstance(v, str) for v in labels.values()):
-            problems.append("a classifier needs labels (an id -> name object)")
+            problems.append(f"a {raw['kind']} needs labels (an id -> name object)")
         elif set(labels) != {str(i) for i in range(len(labels))}:
             problems.append(f"label ids must be 0..{len(labels) - 1}")
     elif labels is not None:

@@ -23,11 +23,12 @@ ACTIVATIONS = ("gelu", "relu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "si
 PROBLEM_TYPES = ("single_label_classification", "multi_label_classification", "regression")
 ATTN_IMPLS = ("sdpa", "math")
 
-# The keys HF architectures map to our three heads (see electra.model).
+# The keys HF architectures map to our four heads (see electra.model).
 ARCHITECTURES = {
     "ElectraForPreTraining": "discriminator",
     "ElectraForMaskedLM": "generator",
     "ElectraForSequenceClassification": "classifier",
+    "ElectraForTokenClassification": "tagger",
 }
 
 # Fields without which a config.json cannot describe the weights next to it: HF would silently fill in its
@@ -174,10 +175,11 @@ class ElectraConfig:
             "dtype": dtype,
             "torch_dtype": dtype,
         }
-        if architecture == "ElectraForSequenceClassification":
+        if architecture in ("ElectraForSequenceClassification", "ElectraForTokenClassification"):
             # JSON object keys are strings; transformers converts id2label keys back to int when reading.
             d["id2label"] = {str(k): v for k, v in self.id2label.items()}
             d["label2id"] = dict(self.label2id)
+        if architecture == "ElectraForSequenceClassification":
             d["problem_type"] = self.problem_type
         return d
 

@@ -107,7 +107,8 @@ def load_hf_dir(
 ) -> ElectraHeadModel:
     """Our model from a Hugging Face ELECTRA directory, in eval mode (as from_pretrained), fp32 parameters.
 
-    kind: "discriminator" | "generator" | "classifier"; None infers it from config.json's `architectures`.
+    kind: "discriminator" | "generator" | "classifier" | "tagger"; None infers it from config.json's
+    `architectures`.
     head: a classifier's head, "hf" or "linear"; None takes config.json's "classifier_head" ("hf" without
     it). A head other than the file's is freshly initialised, like one whose shape the overrides change.
     config_overrides: ElectraConfig fields to change (e.g. num_labels=3, attn_impl="math"); a head whose
@@ -173,7 +174,7 @@ def _read_config(
         if source_arch not in ARCHITECTURES:
             raise InputError(
                 f"{config_path}: architecture {source_arch!r} does not say which head to load; "
-                f"pass kind= one of discriminator, generator, classifier"
+                f"pass kind= one of discriminator, generator, classifier, tagger"
             )
         kind = cast(Kind, ARCHITECTURES[source_arch])
     if kind == "generator" and raw.get("tie_word_embeddings", True) is False:

@@ -1,10 +1,11 @@
-"""A compact ELECTRA in plain PyTorch: embeddings, a post-LN Transformer encoder and three heads.
+"""A compact ELECTRA in plain PyTorch: embeddings, a post-LN Transformer encoder and four heads.
 
-Module and parameter names mirror transformers' `ElectraForPreTraining`, `ElectraForMaskedLM` and
-`ElectraForSequenceClassification` one for one (`electra.encoder.layer.0.attention.self.query.weight`, ...),
-so their state dicts load into these classes unchanged and vice versa. That is why some attributes carry
-HF's odd names (`LayerNorm`, `self`, `output`). The one exception is the classifier's optional "linear" head
-(the official ELECTRA head), which transformers has no class for.
+Module and parameter names mirror transformers' `ElectraForPreTraining`, `ElectraForMaskedLM`,
+`ElectraForSequenceClassification` and `ElectraForTokenClassification` one for one
+(`electra.encoder.layer.0.attention.self.query.weight`, ...), so their state dicts load into these classes
+unchanged and vice versa. That is why some attributes carry HF's odd names (`LayerNorm`, `self`, `output`).
+The one exception is the classifier's optional "linear" head (the official ELECTRA head), which
+transformers has no class for.
 
 Attention has two interchangeable paths (`attn_impl`): "sdpa" (torch's fused kernels, the default) and
 "math", the explicit BERT-shaped graph that ONNX Runtime's transformer optimizer pattern-matches into fused
@@ -24,7 +25,7 @@ from torch import Tensor, nn
 
 from electra.config import ATTN_IMPLS, AttnImpl, ElectraConfig
 
-Kind = Literal["discriminator", "generator", "classifier"]
+Kind = Literal["discriminator", "generator", "classifier", "tagger"]
 ClassifierHead = Literal["hf", "linear"]
 CLASSIFIER_HEADS: tuple[ClassifierHead, ...] = ("hf", "linear")
 
@@ -96,7 +97,10 @@ class ElectraSelfAttention(nn.Module):
         q = self.query(x).view(B, -1, self.num_heads, self.head_dim).transpose(1, 2)  # (B, nh, L, hd)
         k = self.key(x).view(B, -1, self.num_heads, self.head_dim).transpose(1, 2)
         v = self.value(x).view(B, -1, self.num_heads, self.head_dim).transpose(1, 2)
-        if self.attn_impl == "sdpa":
+        # Training on the CPU with attention dropout, SDPA falls back to its reference implementation plus
+        # checks, which measured 5-8% slower per step than the explicit graph (bench/tagger_vs_hf.py).
+        cpu_dropout = self.training and self.dropout.p > 0 and x.device.type == "cpu"
+        if self.attn_impl == "sdpa" and not cpu_dropout:
             # Any mask rules out the flash kernel on GPU; mem-efficient attention still takes it.
             y = F.scaled_dot_product_attention(
                 q,
@@ -411,11 +415,35 @@ class ElectraLinearClassificationHead(nn.Module):
         return self.dense(self.dropout(h[:, 0]))
 
 
-ElectraHeadModel = ElectraDiscriminator | ElectraGenerator | ElectraClassifier
-MODEL_CLASSES: dict[str, type[ElectraDiscriminator | ElectraGenerator | ElectraClassifier]] = {
+class ElectraTagger(ElectraPreTrainedModel):
+    """HF's ElectraForTokenClassification: (B, L, num_labels) logits, one row per token.
+
+    The head is the official one too (google-research/electra finetune/tagging/tagging_tasks.py: dropout on
+    the sequence output, one dense layer), so there is no second head to choose between.
+    """
+
+    kind = "tagger"
+    hf_architecture = "ElectraForTokenClassification"
+
+    def __init__(self, cfg: ElectraConfig, embeddings: ElectraEmbeddings | None = None) -> None:
+        super().__init__(cfg, embeddings)
+        p = cfg.classifier_dropout if cfg.classifier_dropout is not None else cfg.hidden_dropout_prob
+        self.dropout = nn.Dropout(p)
+        self.classifier = nn.Linear(cfg.hidden_size, cfg.num_labels)
+        self._post_init(embeddings)
+
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> Tensor:
+        return self.classifier(self.dropout(self.electra(input_ids, attention_mask, token_type_ids)))
+
+
+ElectraHeadModel = ElectraDiscriminator | ElectraGenerator | ElectraClassifier | ElectraTagger
+MODEL_CLASSES: dict[str, type[ElectraHeadModel]] = {
     "discriminator": ElectraDiscriminator,
     "generator": ElectraGenerator,
     "classifier": ElectraClassifier,
+    "tagger": ElectraTagger,
 }
 
 

@@ -1,9 +1,11 @@
-"""Locust load test for `electra serve`: /detect and /classify with a realistic mix of text lengths, and
-the same models through the standard protocols (/v2/models/NAME/infer, /hf/NAME) when their names are known.
+"""Locust load test for `electra serve`: /detect, /classify and /tag with a realistic mix of text lengths,
+and the same models through the standard protocols (/v2/models/NAME/infer, /hf/NAME) when their names are
+known.
 
 Configured by environment variables (loadtests/run.py sets them from the server's /models):
   ELECTRA_DETECT_MODEL    detector sent as "model" (unset: the server's only detector; "none": no /detect)
   ELECTRA_CLASSIFY_MODEL  classifier name; unset, empty or "none": no /classify traffic at all
+  ELECTRA_TAG_MODEL       tagger name; unset, empty or "none": no /tag traffic at all
   ELECTRA_API_KEY         sent as `Authorization: Bearer KEY` when the server has --api-key-file
   ELECTRA_WAIT_MIN/MAX    think time between a user's requests in seconds (default 0.05 / 0.5)
 
@@ -22,6 +24,7 @@ from locust import FastHttpUser, between, events, task
 
 DETECT_MODEL = os.environ.get("ELECTRA_DETECT_MODEL", "").strip()
 CLASSIFY_MODEL = os.environ.get("ELECTRA_CLASSIFY_MODEL", "").strip()
+TAG_MODEL = os.environ.get("ELECTRA_TAG_MODEL", "").strip()
 NO_MODEL = "none"
 API_KEY = os.environ.get("ELECTRA_API_KEY", "").strip()
 WAIT_MIN = float(os.environ.get("ELECTRA_WAIT_MIN", "0.05"))
@@ -220,3 +223,33 @@ class ClassifyUser(ElectraUser):
             self.post_v2(CLASSIFY_MODEL, texts)
         else:
             self.post_hf(CLASSIFY_MODEL, texts)
+
+
+class TagUser(ElectraUser):
+    weight = 2
+    # Without a tagger the server would answer every /tag with an error: no such users then.
+    abstract = TAG_MODEL in ("", NO_MODEL)
+
+    def body(self, **fields: Any) -> dict[str, Any]:
+        fields["model"] = TAG_MODEL
+        # Mostly the default grouping; word-level strategies cost a little extra work, "none" a longer answer.
+        if self.rng.random() < 0.3:
+            fields["aggregation_strategy"] = self.rng.choice(["none", "first", "average", "max"])
+        return fields
+
+    @task(5)
+    def tag_one(self) -> None:
+        self.post("/tag", self.body(text=make_text(self.rng)), 1)
+
+    @task(2)
+    def tag_batch(self) -> None:
+        texts = [make_text(self.rng) for _ in range(self.rng.randint(2, 8))]
+        self.post("/tag", self.body(texts=texts), len(texts))
+
+    @task(1)
+    def tag_protocols(self) -> None:
+        texts = [make_text(self.rng) for _ in range(self.rng.randint(1, 4))]
+        if self.rng.random() < 0.5:
+            self.post_v2(TAG_MODEL, texts)
+        else:
+            self.post_hf(TAG_MODEL, texts)

@@ -1,7 +1,8 @@
 """Start `electra serve`, drive it with Locust headless, write CSV stats and a summary JSON.
 
-    python loadtests/run.py --model detector=DIR [--model sentiment=DIR] [--users 32] [--seconds 20]
-        [--spawn-rate R] [--out bench/results] [--name smoke] [--server-arg="--max-batch-size 1"]
+    python loadtests/run.py --model detector=DIR [--model sentiment=DIR] [--model ner=DIR]
+        [--users 32] [--seconds 20] [--spawn-rate R] [--out bench/results] [--name smoke]
+        [--server-arg="--max-batch-size 1"]
 
 Exit status: 0 when Locust made requests without a single failure and the server stayed up; 1 on request
 failures or no requests; 2 when the server would not start, got unready or died.
@@ -21,6 +22,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +65,18 @@ def http_get(url: str, headers: dict[str, str], timeout: float = 5.0) -> tuple[i
         return e.code, e.read()
 
 
-def pick_models(base: str, headers: dict[str, str], args: argparse.Namespace) -> tuple[str, str]:
-    """Detector and classifier names for the locustfile: as given, else the first of each kind in /models."""
+# The locustfile's variable for each route's model ("none": no users of that route).
+MODEL_ENV = {
+    "detect": "ELECTRA_DETECT_MODEL",
+    "classify": "ELECTRA_CLASSIFY_MODEL",
+    "tag": "ELECTRA_TAG_MODEL",
+}
+KIND_OF = {"detect": "discriminator", "classify": "classifier", "tag": "tagger"}
+
+
+def pick_models(base: str, headers: dict[str, str], args: argparse.Namespace) -> dict[str, str]:
+    """The model each route's users call ("detect", "classify", "tag"): as given, else the first of its kind
+    in /models, else "none"."""
     status, body = http_get(f"{base}/models", headers)
     if status != 200:
         hint = " (set ELECTRA_API_KEY to a key from the server's --api-key-file)" if status == 401 else ""
@@ -73,12 +85,24 @@ def pick_models(base: str, headers: dict[str, str], args: argparse.Namespace) ->
     by_kind: dict[str, list[str]] = {}
     for m in models:
         by_kind.setdefault(m["kind"], []).append(m["name"])
-    # "none" is the locustfile's word for "no users of this kind".
-    detect = args.detect_model or next(iter(by_kind.get("discriminator", [])), "none")
-    classify = args.classify_model or next(iter(by_kind.get("classifier", [])), "none")
-    if detect == classify == "none":
-        raise RunError(f"nothing to load-test: no detector and no classifier selected from {models}")
-    return detect, classify
+    picked = {
+        route: getattr(args, f"{route}_model") or next(iter(by_kind.get(kind, [])), "none")
+        for route, kind in KIND_OF.items()
+    }
+    if set(picked.values()) == {"none"}:
+        raise RunError(f"nothing to load-test: no detector, classifier or tagger selected from {models}")
+    return picked
+
+
+@dataclass
+class Outcome:
+    """What happened: the models the users called, Locust's exit, the run's length and the server's end."""
+
+    picked: dict[str, str] = field(default_factory=dict)
+    locust_rc: int | None = None
+    elapsed: float = 0.0
+    server_died: bool = False
+    server_rc: int | None = None
 
 
 def stop_server(proc: subprocess.Popen, grace: float = 20.0) -> int | None:
@@ -168,6 +192,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="classifier for /classify (default: the first in /models; 'none': no /classify traffic)",
     )
     p.add_argument(
+        "--tag-model",
+        help="tagger for /tag (default: the first in /models; 'none': no /tag traffic)",
+    )
+    p.add_argument(
         "--wait",
         type=float,
         nargs=2,
@@ -188,70 +216,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    # Absolute: Locust runs with the repository as its working directory, not the caller's.
-    out: Path = args.out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    prefix = out / f"loadtest_{args.name}"
-    server_log = out / f"loadtest_{args.name}_server.log"
-    summary_path = out / f"loadtest_{args.name}.json"
-    # Files of an earlier run under this name would otherwise pass for this run's if Locust fails early.
-    for suffix in (".json", "_stats.csv", "_failures.csv", "_exceptions.csv", "_stats_history.csv"):
-        Path(f"{prefix}{suffix}").unlink(missing_ok=True)
-    port = args.port or free_port(args.host)
-    base = f"http://{args.host}:{port}"
-    api_key = os.environ.get("ELECTRA_API_KEY", "").strip()
-    auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+def run_locust(args: argparse.Namespace, base: str, prefix: Path, outcome: Outcome) -> None:
+    """Locust headless against `base` for --seconds, its CSVs at `prefix`; fills in `outcome`."""
     spawn_rate = args.spawn_rate or float(args.users)
-
-    cmd = serve_command("--host", args.host, "--port", str(port))
-    for spec in args.model:
-        name, _, path = spec.partition("=")
-        cmd += ["--model", f"{name}={Path(path).resolve()}"]
-    server_args = [a for chunk in args.server_arg for a in shlex.split(chunk)]
-    cmd += server_args
-    print(f"loadtest: starting {shlex.join(cmd)}", file=sys.stderr)
-    # The server writes to a file: a pipe nobody drains would stall it once full.
-    server = ServerProcess(cmd, url=base, log=server_log, cwd=ROOT)
-    locust_rc: int | None = None
-    server_died = False
+    env = dict(os.environ, **{MODEL_ENV[route]: name for route, name in outcome.picked.items()})
+    env.update(ELECTRA_WAIT_MIN=str(args.wait[0]), ELECTRA_WAIT_MAX=str(args.wait[1]))
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless"]
+    cmd += ["-u", str(args.users), "-r", f"{spawn_rate:g}", "-t", f"{args.seconds}s"]
+    cmd += ["--host", base, "--csv", str(prefix), "--only-summary", "--stop-timeout", "10"]
+    started = time.time()
     try:
-        ready_s = server.wait_ready(args.ready_timeout, name="electra serve")
-        detect_model, classify_model = pick_models(base, auth, args)
-        print(
-            f"loadtest: server ready in {ready_s:.1f} s; detect={detect_model} classify={classify_model}; "
-            f"{args.users} users for {args.seconds} s",
-            file=sys.stderr,
-        )
-        env = dict(os.environ, ELECTRA_DETECT_MODEL=detect_model, ELECTRA_CLASSIFY_MODEL=classify_model)
-        env.update(ELECTRA_WAIT_MIN=str(args.wait[0]), ELECTRA_WAIT_MAX=str(args.wait[1]))
-        locust_cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless"]
-        locust_cmd += ["-u", str(args.users), "-r", f"{spawn_rate:g}", "-t", f"{args.seconds}s"]
-        locust_cmd += ["--host", base, "--csv", str(prefix), "--only-summary", "--stop-timeout", "10"]
-        started = time.time()
-        try:
-            # Generous limit: Locust stops itself after -t plus --stop-timeout; this only catches a hang.
-            locust_rc = subprocess.run(locust_cmd, env=env, cwd=ROOT, timeout=args.seconds + 120).returncode
-        except subprocess.TimeoutExpired:
-            print("loadtest: locust did not finish in time", file=sys.stderr)
-        elapsed = time.time() - started
-        server_died = server.poll() is not None
-    except (RunError, ServerNotReady) as e:
-        print(f"loadtest: {e}", file=sys.stderr)
-        return 2
-    finally:
-        server_rc = stop_server(server)
+        # Generous limit: Locust stops itself after -t plus --stop-timeout; this only catches a hang.
+        outcome.locust_rc = subprocess.run(cmd, env=env, cwd=ROOT, timeout=args.seconds + 120).returncode
+    except subprocess.TimeoutExpired:
+        print("loadtest: locust did not finish in time", file=sys.stderr)
+    outcome.elapsed = time.time() - started
 
-    stats_csv = Path(f"{prefix}_stats.csv")
-    if not stats_csv.exists():
-        print(f"loadtest: Locust wrote no {stats_csv} (exit {locust_rc})", file=sys.stderr)
-        return 2 if server_died else 1
-    endpoints, aggregated = read_stats(stats_csv, float(args.seconds))
-    failures = read_failures(Path(f"{prefix}_failures.csv"))
+
+def summarize(
+    args: argparse.Namespace, prefix: Path, server_args: list[str], outcome: Outcome
+) -> dict[str, Any]:
+    """The summary JSON's content, from Locust's CSVs and the outcome."""
+    endpoints, aggregated = read_stats(Path(f"{prefix}_stats.csv"), float(args.seconds))
     total = aggregated.get("requests", 0)
     n_failures = aggregated.get("failures", 0)
-    summary = {
+    chosen = {f"{route}_model": None if name == "none" else name for route, name in outcome.picked.items()}
+    return {
         "name": args.name,
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
@@ -261,43 +251,96 @@ def main(argv: list[str] | None = None) -> int:
             "cpus": os.cpu_count(),
         },
         "models": dict(spec.partition("=")[::2] for spec in args.model),
-        "detect_model": None if detect_model == "none" else detect_model,
-        "classify_model": None if classify_model == "none" else classify_model,
+        **chosen,
         "server_args": server_args,
         "users": args.users,
-        "spawn_rate": spawn_rate,
+        "spawn_rate": args.spawn_rate or float(args.users),
         "wait_seconds": args.wait,
         "seconds": args.seconds,
-        "wall_seconds": round(elapsed, 2),
+        "wall_seconds": round(outcome.elapsed, 2),
         "total_requests": total,
         "failures": n_failures,
         "failure_rate": round(n_failures / total, 6) if total else None,
         "rps": aggregated.get("rps"),
         "aggregated": aggregated,
         "endpoints": endpoints,
-        "failure_kinds": failures,
-        "locust_exit_code": locust_rc,
-        "server_died": server_died,
-        "server_exit_code": server_rc,
+        "failure_kinds": read_failures(Path(f"{prefix}_failures.csv")),
+        "locust_exit_code": outcome.locust_rc,
+        "server_died": outcome.server_died,
+        "server_exit_code": outcome.server_rc,
         "csv_prefix": prefix.name,
     }
-    summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
 
-    for endpoint, e in endpoints.items():
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # Absolute: Locust runs with the repository as its working directory, not the caller's.
+    out: Path = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    prefix = out / f"loadtest_{args.name}"
+    summary_path = out / f"loadtest_{args.name}.json"
+    # Files of an earlier run under this name would otherwise pass for this run's if Locust fails early.
+    for suffix in (".json", "_stats.csv", "_failures.csv", "_exceptions.csv", "_stats_history.csv"):
+        Path(f"{prefix}{suffix}").unlink(missing_ok=True)
+    port = args.port or free_port(args.host)
+    base = f"http://{args.host}:{port}"
+    api_key = os.environ.get("ELECTRA_API_KEY", "").strip()
+    auth = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    cmd = serve_command("--host", args.host, "--port", str(port))
+    for spec in args.model:
+        name, _, path = spec.partition("=")
+        cmd += ["--model", f"{name}={Path(path).resolve()}"]
+    server_args = [a for chunk in args.server_arg for a in shlex.split(chunk)]
+    cmd += server_args
+    print(f"loadtest: starting {shlex.join(cmd)}", file=sys.stderr)
+    # The server writes to a file: a pipe nobody drains would stall it once full.
+    server = ServerProcess(cmd, url=base, log=out / f"loadtest_{args.name}_server.log", cwd=ROOT)
+    outcome = Outcome()
+    try:
+        ready_s = server.wait_ready(args.ready_timeout, name="electra serve")
+        outcome.picked = pick_models(base, auth, args)
+        chosen = " ".join(f"{route}={name}" for route, name in outcome.picked.items())
+        print(
+            f"loadtest: server ready in {ready_s:.1f} s; {chosen}; {args.users} users for {args.seconds} s",
+            file=sys.stderr,
+        )
+        run_locust(args, base, prefix, outcome)
+        outcome.server_died = server.poll() is not None
+    except (RunError, ServerNotReady) as e:
+        print(f"loadtest: {e}", file=sys.stderr)
+        return 2
+    finally:
+        outcome.server_rc = stop_server(server)
+
+    stats_csv = Path(f"{prefix}_stats.csv")
+    if not stats_csv.exists():
+        print(f"loadtest: Locust wrote no {stats_csv} (exit {outcome.locust_rc})", file=sys.stderr)
+        return 2 if outcome.server_died else 1
+    summary = summarize(args, prefix, server_args, outcome)
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return report(summary, summary_path, server)
+
+
+def report(summary: dict[str, Any], summary_path: Path, server: ServerProcess) -> int:
+    """Per-endpoint lines and the verdict on stdout/stderr; the exit status."""
+    for endpoint, e in summary["endpoints"].items():
         print(
             f"{endpoint:<16} {e['requests']:>7} req {e['failures']:>5} fail {e['rps'] or 0:>8.1f} rps  "
             f"p50 {e['p50_ms']} p95 {e['p95_ms']} p99 {e['p99_ms']} ms"
         )
+    total, n_failures = summary["total_requests"], summary["failures"]
     print(f"loadtest: {total} requests, {n_failures} failures, {summary['rps']} rps -> {summary_path}")
-    if server_died:
+    if summary["server_died"]:
         print(
-            f"loadtest: the server died during the run (exit {server_rc}):\n{server.log_tail(3000)}",
+            f"loadtest: the server died during the run (exit {summary['server_exit_code']}):\n"
+            f"{server.log_tail(3000)}",
             file=sys.stderr,
         )
         return 2
-    for f in failures[:10]:
+    for f in summary["failure_kinds"][:10]:
         print(f"loadtest: failure {f['endpoint']} x{f['occurrences']}: {f['error']}", file=sys.stderr)
-    if n_failures or not total or locust_rc != 0:
+    if n_failures or not total or summary["locust_exit_code"] != 0:
         return 1
     return 0
 

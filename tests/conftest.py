@@ -221,6 +221,8 @@ SERVING_WORDS = tuple(
 SERVING_PIECES = ("##s", "##ing", "##ed", "##er", "##ly", "##e", "##a", "##o", "##n", "##t", "##r")
 SERVING_CHARS = tuple("abcdefghijklmnopqrstuvwxyz0123456789") + tuple(".,!?;:'\"()-/") + ("日", "本", "語")
 SERVING_LABELS = {0: "negative", 1: "positive"}
+# A tagger's tags in id order, IOB2 as a fine-tuned named-entity tagger has them.
+SERVING_TAGS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC", 5: "B-ORG", 6: "I-ORG"}
 
 
 def write_serving_vocab(path: Path) -> Path:
@@ -263,7 +265,8 @@ def build_serving_bundle(root: Path, kind: str, seed: int = 0, **config: object)
 
 @pytest.fixture(scope="session")
 def serving_bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Server bundles: 'detector' (a discriminator), 'sentiment' (2 labels), 'score' (regression)."""
+    """Server bundles: 'detector' (a discriminator), 'sentiment' (2 labels), 'score' (regression), 'tagger'
+    (a token classifier with SERVING_TAGS)."""
     root = tmp_path_factory.mktemp("bundles")
     return {
         "detector": build_serving_bundle(root, "discriminator"),
@@ -271,4 +274,6 @@ def serving_bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
         "score": build_serving_bundle(
             root, "classifier", seed=1, id2label={0: "score"}, problem_type="regression"
         ),
+        # Seed 5: random weights that still predict a mix of tags (O, B-LOC, I-PER, B-ORG) rather than one.
+        "tagger": build_serving_bundle(root, "tagger", seed=5, id2label=SERVING_TAGS),
     }

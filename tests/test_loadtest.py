@@ -23,6 +23,7 @@ def test_loadtest_runs_without_failures(serving_bundles: dict[str, Path], tmp_pa
     out = tmp_path / "results"
     cmd = [sys.executable, str(RUNNER), "--model", f"detector={serving_bundles['detector']}"]
     cmd += ["--model", f"sentiment={serving_bundles['sentiment']}"]
+    cmd += ["--model", f"tagger={serving_bundles['tagger']}"]
     # CI has 2 cores shared by the server and Locust: a handful of users keeps latency meaningful.
     cmd += ["--users", "8", "--seconds", "20", "--out", str(out), "--name", "ci"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -33,9 +34,17 @@ def test_loadtest_runs_without_failures(serving_bundles: dict[str, Path], tmp_pa
     assert summary["failures"] == 0, summary["failure_kinds"]
     assert summary["total_requests"] > 0 and summary["rps"] > 0
     assert summary["server_died"] is False and summary["server_exit_code"] == 0, log
-    assert (summary["detect_model"], summary["classify_model"]) == ("detector", "sentiment")
+    models = (summary["detect_model"], summary["classify_model"], summary["tag_model"])
+    assert models == ("detector", "sentiment", "tagger")
     # Every endpoint saw traffic (the standard protocols' too) and has latency percentiles.
-    for endpoint in ("POST /detect", "POST /classify", "POST /v2/models/{name}/infer", "POST /hf/{name}"):
+    endpoints = (
+        "POST /detect",
+        "POST /classify",
+        "POST /tag",
+        "POST /v2/models/{name}/infer",
+        "POST /hf/{name}",
+    )
+    for endpoint in endpoints:
         stats = summary["endpoints"][endpoint]
         assert stats["requests"] > 0 and stats["failures"] == 0
         assert 0 <= stats["p50_ms"] <= stats["p95_ms"] <= stats["p99_ms"] and stats["p99_ms"] > 0

@@ -132,6 +132,27 @@ def test_each_token_comes_from_the_window_with_most_context(
         assert picked[p] in holding and context(picked[p], p) == best, (p, holding)
 
 
+@settings(max_examples=150, deadline=None, database=None, derandomize=True)
+@given(tokens=st.integers(1, 300), max_len=st.integers(3, 60), labels=st.integers(1, 5), data=st.data())
+def test_a_taggers_rows_merge_whole(tokens: int, max_len: int, labels: int, data: st.DataObject) -> None:
+    """(tokens, labels) rows: every label merges as a 1-D row would, and each token keeps the whole row of
+    the window with most context (its probabilities stay one softmax of one window's logits)."""
+    stride = data.draw(st.integers(0, max_stride(max_len)))
+    doc = split(fake_document(tokens), max_len, stride)
+    rng = np.random.default_rng(tokens * 1000 + max_len * 10 + labels)
+    rows = [rng.normal(size=(w.length, labels)).astype(np.float32) for w in doc.windows]
+    merged = merge(doc, rows)
+    assert merged.shape == (tokens + 2, labels) and merged.dtype == np.float32
+    for k in range(labels):
+        np.testing.assert_array_equal(merged[:, k], merge(doc, [row[:, k] for row in rows]))
+    picked = merge(doc, [np.full(w.length, float(k)) for k, w in enumerate(doc.windows)]).astype(int)
+    for p in range(tokens):
+        k = picked[1 + p]
+        np.testing.assert_array_equal(merged[1 + p], rows[k][1 + p - doc.starts[k]])
+    np.testing.assert_array_equal(merged[0], rows[0][0])
+    np.testing.assert_array_equal(merged[-1], rows[-1][-1])
+
+
 def test_stride_defaults_and_limits() -> None:
     assert default_stride(512) == 127 and max_stride(512) == 255
     assert default_stride(64) == 15 and max_stride(64) == 31

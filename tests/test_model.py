@@ -19,6 +19,7 @@ from electra.model import (
     ElectraDiscriminator,
     ElectraGenerator,
     ElectraHeadModel,
+    ElectraTagger,
     build_model,
 )
 
@@ -26,6 +27,7 @@ HF_CLASSES = {
     "discriminator": transformers.ElectraForPreTraining,
     "generator": transformers.ElectraForMaskedLM,
     "classifier": transformers.ElectraForSequenceClassification,
+    "tagger": transformers.ElectraForTokenClassification,
 }
 KINDS = list(HF_CLASSES)
 
@@ -404,7 +406,12 @@ def test_load_hf_dir_errors_name_the_path(tmp_path: Path) -> None:
 
 
 def _all_heads() -> list[ElectraHeadModel]:
-    return [ElectraDiscriminator(tiny()), ElectraGenerator(tiny()), ElectraClassifier(tiny())]
+    return [
+        ElectraDiscriminator(tiny()),
+        ElectraGenerator(tiny()),
+        ElectraClassifier(tiny()),
+        ElectraTagger(tiny()),
+    ]
 
 
 def test_heads_have_hf_names() -> None:

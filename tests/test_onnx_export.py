@@ -41,7 +41,7 @@ def tiny_config(**overrides: Any) -> ElectraConfig:
     # embedding_size 32 != hidden_size 64: the embeddings_project Linear is in the graph. 512 positions so the
     # dynamic-shape test can reach the maximum length.
     return ElectraConfig.from_size(
-        "tiny", vocab_size=len(VOCAB), max_position_embeddings=512, id2label=LABELS, **overrides
+        "tiny", vocab_size=len(VOCAB), max_position_embeddings=512, **{"id2label": LABELS, **overrides}
     )
 
 
@@ -401,3 +401,53 @@ def test_linear_head_classifier_exports_and_loads_in_optimum(root: Path) -> None
     from electra.serving.runtime import ModelRunner  # the server reads only the bundle: no head to know
 
     assert list(ModelRunner("linear", out).labels) == list(LABELS.values())
+
+
+TAGS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_tagger_exports_with_per_token_parity_and_loads_in_optimum(root: Path, precision: str) -> None:
+    """A token classifier: fused, per-token parity over real tokens, and optimum's token-classification
+    class runs the bundle like PyTorch (and like transformers' ElectraForTokenClassification)."""
+    from optimum.onnxruntime import ORTModelForTokenClassification
+    from transformers import ElectraForTokenClassification
+
+    from electra.model import ElectraTagger
+    from electra.serving.runtime import ModelRunner
+
+    torch.manual_seed(4)
+    model = ElectraTagger(tiny_config(id2label=TAGS))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    model_dir = save_hf_dir(model, root / f"tagger-{precision}")
+    vocab = root / "tagger-vocab.txt"
+    vocab.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    save_tokenizer(load_tokenizer(vocab), model_dir)
+    out = root / f"tagger-{precision}-bundle"
+    meta = export_bundle(model_dir, out, precision=precision)
+    assert meta["kind"] == "tagger"
+    assert meta["labels"] == {str(i): t for i, t in TAGS.items()}
+    assert meta["problem_type"] is None
+    fused = meta["fused_operators"]
+    assert fused["Attention"] + fused["QAttention"] == 2
+    assert meta["parity"]["compared"] == "argmax label of every real token"
+    if precision == "fp32":
+        assert meta["parity"]["max_abs_diff"] < 1e-4
+        assert meta["parity"]["agreement"] == 1.0
+    batch = encode_batch(load_tokenizer(out), DEFAULT_PARITY_TEXTS, max_seq_len=512)
+    real = batch["attention_mask"].astype(bool)
+    ort_model = ORTModelForTokenClassification.from_pretrained(out, provider="CPUExecutionProvider")
+    assert ort_model.config.id2label == TAGS
+    with torch.no_grad():
+        via_optimum = ort_model(**{k: torch.from_numpy(v) for k, v in batch.items()}).logits.numpy()
+        hf = ElectraForTokenClassification.from_pretrained(model_dir).eval()
+        via_hf = hf(**{k: torch.from_numpy(v) for k, v in batch.items()}).logits.numpy()
+    assert via_optimum.shape == (*batch["input_ids"].shape, len(TAGS))
+    np.testing.assert_allclose(via_hf[real], pytorch_logits(model_dir, batch)[real], atol=1e-5, rtol=0)
+    if precision == "fp32":
+        np.testing.assert_allclose(via_optimum[real], via_hf[real], atol=1e-4, rtol=0)
+    else:  # int8 moves logits, not most predictions
+        assert (via_optimum[real].argmax(-1) == via_hf[real].argmax(-1)).mean() > 0.9
+    assert ModelRunner("tagger", out).labels == list(TAGS.values())

@@ -1,7 +1,8 @@
 """The HTML page at `/`: served by the real `electra serve`, rendered by headless Chromium.
 
-The page runs a detection on load when the URL has `?text=`, so `chromium --dump-dom` shows the finished DOM:
-token spans with the server's character offsets, and the original text rebuilt exactly around them.
+The page runs a detection (or, for a tagger, a tagging) on load when the URL has `?text=`, so
+`chromium --dump-dom` shows the finished DOM: token or entity spans with the server's character offsets,
+and the original text rebuilt exactly around them.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def server(
     port = free_port()
     log = tmp_path_factory.mktemp("page-server") / "server.log"
     cmd = serve_command("--model", f"detector={serving_bundles['detector']}")
+    cmd += ["--model", f"tagger={serving_bundles['tagger']}"]
     cmd += ["--host", "127.0.0.1", "--port", str(port)]
     with start_server(cmd, url=f"http://127.0.0.1:{port}", log=log, cwd=ROOT) as srv:
         try:
@@ -95,9 +97,13 @@ def example_server(
 
 
 def detect(server: ServerProcess, text: str, **options: object) -> dict:
-    status, _, body = http("POST", f"{server.url}/detect", {"text": text, **options})
-    assert status == 200, f"/detect answered {status}: {body[:500]!r}"
-    return json.loads(body)
+    return post(server, "/detect", {"text": text, **options})
+
+
+def post(server: ServerProcess, route: str, body: dict) -> dict:
+    status, _, answer = http("POST", f"{server.url}{route}", body)
+    assert status == 200, f"{route} answered {status}: {answer[:500]!r}"
+    return json.loads(answer)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -136,16 +142,19 @@ class Span:
     score: float
     replaced: bool
     text: str = ""
+    label: str | None = None  # an entity's (class "ent")
 
 
 class PageDom(HTMLParser):
-    """What the test reads from the dumped DOM: body state, error text, token spans, #result's text and the
-    text box's initial content."""
+    """What the test reads from the dumped DOM: body state and kind, error text, token spans, entity spans,
+    #result's text and the text box's initial content."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.state: str | None = None
+        self.kind: str | None = None
         self.spans: list[Span] = []
+        self.entities: list[Span] = []
         self.result_text = ""
         self.error_text = ""
         self.textarea: str | None = None
@@ -158,6 +167,7 @@ class PageDom(HTMLParser):
         a = {k: v or "" for k, v in attrs}
         if tag == "body":
             self.state = a.get("data-state")
+            self.kind = a.get("data-kind")
         if a.get("id") == "error":
             self._in_error = True
         if tag == "textarea":
@@ -171,6 +181,15 @@ class PageDom(HTMLParser):
                     int(a["data-start"]), int(a["data-end"]), float(a["data-score"]), "replaced" in classes
                 )
                 self.spans.append(self._span)
+            elif tag == "span" and "ent" in classes:
+                self._span = Span(
+                    int(a["data-start"]),
+                    int(a["data-end"]),
+                    float(a["data-score"]),
+                    False,
+                    label=a["data-label"],
+                )
+                self.entities.append(self._span)
         elif a.get("id") == "result":
             self._result_depth = 1
 
@@ -255,6 +274,38 @@ def test_page_shows_the_detection_on_the_original_text(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("text", "aggregation"),
+    [(PLAIN_TEXT, "simple"), (UNICODE_TEXT, "simple"), (UNICODE_TEXT, "none"), (PLAIN_TEXT, "max")],
+    ids=["plain-simple", "unicode-simple", "unicode-none", "plain-max"],
+)
+def test_page_shows_a_taggers_entities_on_the_original_text(
+    server: ServerProcess, tmp_path: Path, text: str, aggregation: str
+) -> None:
+    expected = post(server, "/tag", {"text": text, "model": "tagger", "aggregation_strategy": aggregation})
+    entities = expected["results"][0]["entities"]
+    assert entities, "the tagger found no entities"
+    dom = dump_dom(server, tmp_path / "profile", text=text, model="tagger", aggregation=aggregation)
+    assert dom.state == "done", f"page state {dom.state!r}, error shown: {dom.error_text!r}"
+    assert dom.kind == "tagger" and not dom.spans
+    assert [(s.start, s.end) for s in dom.entities] == [(e["start"], e["end"]) for e in entities]
+    assert [s.label for s in dom.entities] == [e["label"] for e in entities]
+    assert [s.score for s in dom.entities] == pytest.approx([e["score"] for e in entities], abs=1e-6)
+    # The label badges are drawn by CSS: the result is still exactly the string, each entity its own text.
+    assert dom.result_text == text
+    for span, entity in zip(dom.entities, entities, strict=True):
+        if span.text:  # empty only for a token overlapping the one before (several tokens, one character)
+            assert span.text == text[span.start : span.end] == entity["text"]
+
+
+@pytest.mark.slow
+def test_page_detects_with_the_detector_beside_a_tagger(server: ServerProcess, tmp_path: Path) -> None:
+    dom = dump_dom(server, tmp_path / "profile", text="the cat sat", model="detector")
+    assert dom.state == "done" and dom.kind == "discriminator", dom.error_text
+    assert [s.start for s in dom.spans] == [0, 4, 8] and not dom.entities
+
+
+@pytest.mark.slow
 def test_page_reports_errors_from_the_server(server: ServerProcess, tmp_path: Path) -> None:
     dom = dump_dom(server, tmp_path / "profile", text="the cat", model="no-such-model")
     assert dom.state == "error"
@@ -302,6 +353,6 @@ def test_api_docs_render_without_internet(example_server: ServerProcess, tmp_pat
     """Swagger UI from the server's own assets, with every other host unresolvable: the operations show."""
     out = run_chromium(["--dump-dom", f"{example_server.url}{path}"], tmp_path / "profile").stdout.decode()
     assert 'class="swagger-ui' in out, out[:3000]
-    for route in ("/detect", "/classify", "/models", "/health/ready"):
+    for route in ("/detect", "/classify", "/tag", "/models", "/health/ready"):
         assert f'data-path="{route}"' in out, route
     assert "Failed to load API definition" not in out and "Unable to render" not in out

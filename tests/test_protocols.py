@@ -21,9 +21,9 @@ from huggingface_hub import InferenceClient
 from huggingface_hub.errors import HfHubHTTPError
 from tritonclient.utils import InferenceServerException
 
-from electra.serving.hf_tasks import token_entities
+from electra.serving.hf_tasks import hf_entity
 from electra.serving.process import ServerNotReady, free_port, serve_command, start_server
-from electra.serving.schemas import Token
+from electra.serving.tagging import DETECTOR_LABELS, entities
 from tests.test_long_documents import document
 
 KEY = "protocols-key-0123456789abcdef"
@@ -38,7 +38,7 @@ def server(serving_bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFa
     port = free_port()
     models = [
         arg
-        for name in ("detector", "sentiment", "score")
+        for name in ("detector", "sentiment", "score", "tagger")
         for arg in ("--model", f"{name}={serving_bundles[name]}")
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("ELECTRA_")}
@@ -173,6 +173,80 @@ def test_v2_classifier_equals_classify(client: triton.InferenceServerClient, ser
     )
 
 
+def test_v2_tagger_metadata(client: triton.InferenceServerClient) -> None:
+    meta = client.get_model_metadata("tagger", headers=auth())
+    assert {t["name"]: t["datatype"] for t in meta["inputs"]} == {"text": "BYTES"}
+    assert {t["name"]: (t["datatype"], t["shape"]) for t in meta["outputs"]} == {
+        "labels": ("BYTES", [-1, -1]),
+        "scores": ("FP32", [-1, -1]),
+        "starts": ("INT64", [-1, -1]),
+        "ends": ("INT64", [-1, -1]),
+        "tokens": ("BYTES", [-1, -1]),
+        "lengths": ("INT64", [-1]),
+        "windows": ("INT64", [-1]),
+        "truncated": ("BOOL", [-1]),
+    }
+
+
+def _text(x: Any) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_v2_tagger_equals_tag(client: triton.InferenceServerClient, server: str, binary: bool) -> None:
+    """Every token with its most probable tag: /tag's answer with aggregation none and nothing ignored."""
+    names = ("labels", "scores", "starts", "ends", "tokens", "lengths", "windows", "truncated")
+    outputs = None if binary else [triton.InferRequestedOutput(n, binary_data=False) for n in names]
+    result = client.infer("tagger", [text_input(TEXTS, binary=binary)], outputs=outputs, headers=auth())
+    body = {"model": "tagger", "texts": TEXTS, "aggregation_strategy": "none", "ignore_labels": []}
+    want = ours(server, "/tag", body)["results"]
+    lengths = result.as_numpy("lengths")
+    assert lengths.tolist() == [len(r["entities"]) for r in want]
+    labels, scores = result.as_numpy("labels"), result.as_numpy("scores")
+    starts, ends, tokens = (result.as_numpy(n) for n in ("starts", "ends", "tokens"))
+    assert scores.shape == labels.shape == (len(TEXTS), max(lengths)) and scores.dtype == np.float32
+    for i, r in enumerate(want):
+        n = lengths[i]
+        assert [_text(x) for x in labels[i, :n]] == [e["label"] for e in r["entities"]]
+        np.testing.assert_allclose(scores[i, :n], [e["score"] for e in r["entities"]], atol=1e-6)
+        assert starts[i, :n].tolist() == [e["start"] for e in r["entities"]]
+        assert ends[i, :n].tolist() == [e["end"] for e in r["entities"]]
+        assert [_text(x) for x in tokens[i, :n]] == [e["text"] for e in r["entities"]]
+        assert (starts[i, n:] == -1).all() and (ends[i, n:] == -1).all() and (scores[i, n:] == 0).all()
+        assert all(_text(x) == "" for x in labels[i, n:])
+    assert result.as_numpy("windows").tolist() == [1] * len(TEXTS)
+    assert not result.as_numpy("truncated").any()
+
+
+def test_v2_tagger_long_texts_and_parameters(client: triton.InferenceServerClient, server: str) -> None:
+    long = document(200)
+    result = client.infer("tagger", [text_input([long])], headers=auth(), parameters={"stride": 10})
+    body = {
+        "model": "tagger",
+        "text": long,
+        "stride": 10,
+        "aggregation_strategy": "none",
+        "ignore_labels": [],
+    }
+    (want,) = ours(server, "/tag", body)["results"]
+    assert result.as_numpy("windows").tolist() == [want["windows"]] and want["windows"] > 1
+    np.testing.assert_allclose(
+        result.as_numpy("scores")[0], [e["score"] for e in want["entities"]], atol=1e-6
+    )
+    cut = client.infer("tagger", [text_input([long])], headers=auth(), parameters={"truncate": True})
+    assert cut.as_numpy("truncated").tolist() == [True] and cut.as_numpy("lengths").tolist() == [62]
+    with pytest.raises(InferenceServerException, match="aggregation_strategy"):
+        client.infer(
+            "tagger", [text_input(TEXTS)], headers=auth(), parameters={"aggregation_strategy": "max"}
+        )
+    with pytest.raises(InferenceServerException, match="one or the other"):
+        client.infer(
+            "tagger", [text_input(TEXTS)], headers=auth(), parameters={"stride": 3, "truncate": True}
+        )
+    with pytest.raises(InferenceServerException, match="unknown input 'text_pair'"):
+        client.infer("tagger", [text_input(TEXTS), text_input(TEXTS, "text_pair")], headers=auth())
+
+
 def test_v2_errors_in_the_protocols_shape(client: triton.InferenceServerClient, server: str) -> None:
     with pytest.raises(InferenceServerException, match="missing or wrong API key"):
         client.infer("detector", [text_input(TEXTS)])
@@ -281,6 +355,41 @@ def test_hf_token_classification(hf: InferenceClient, server: str, aggregation: 
     assert all((e.entity or e.entity_group) == "replaced" for e in only_replaced)
 
 
+@pytest.mark.parametrize("aggregation", ["none", "simple", "first", "average", "max"])
+def test_hf_token_classification_on_a_tagger(hf: InferenceClient, server: str, aggregation: str) -> None:
+    text = "The parking movies cats sat on the mat in New York, café naïve über."
+    for ignore in ([], ["O"], None):
+        got = hf.token_classification(
+            text, model=server + "/hf/tagger", aggregation_strategy=aggregation, ignore_labels=ignore
+        )
+        body = {"model": "tagger", "text": text, "aggregation_strategy": aggregation}
+        if ignore is not None:
+            body["ignore_labels"] = ignore
+        want = ours(server, "/tag", body)["results"][0]["entities"]  # /tag's default is the pipeline's ["O"]
+        assert len(got) == len(want), (ignore, got, want)
+        for g, w in zip(got, want, strict=True):
+            assert (g.entity if aggregation == "none" else g.entity_group) == w["label"]
+            assert (g.start, g.end, g.word) == (w["start"], w["end"], w["text"])
+            assert g.score == pytest.approx(w["score"], abs=1e-6)
+            assert getattr(g, "index", None) == w.get("index")
+        if ignore != []:
+            assert all("O" not in (g.entity, g.entity_group) for g in got)
+
+
+def test_hf_tasks_a_model_does_not_answer(hf: InferenceClient, server: str) -> None:
+    with pytest.raises(HfHubHTTPError, match="tagger: it answers token-classification"):
+        hf.text_classification("the cat", model=server + "/hf/tagger", top_k=1)
+    with pytest.raises(HfHubHTTPError, match="classifier: it answers text-classification"):
+        hf.token_classification("the cat", model=server + "/hf/sentiment", aggregation_strategy="max")
+    r = httpx.post(
+        server + "/hf/tagger",
+        json={"inputs": {"text": "the cat", "text_pair": "sat"}},
+        headers=auth(),
+        timeout=30,
+    )
+    assert r.status_code == 400 and "texts, not pairs" in r.json()["error"]
+
+
 def test_hf_errors(hf: InferenceClient, server: str) -> None:
     with pytest.raises(HfHubHTTPError, match="is not loaded"):
         hf.text_classification("x", model=server + "/hf/nope")
@@ -355,18 +464,11 @@ def test_aggregation_equals_the_transformers_pipeline(aggregation: str, tmp_path
         real = [i for i, s in enumerate(enc["special_tokens_mask"][0].tolist()) if not s]
         offsets = enc["offset_mapping"][0].tolist()
         p = 1 / (1 + np.exp(-logit))
-        tokens = [
-            Token(
-                text[offsets[i][0] : offsets[i][1]],
-                offsets[i][0],
-                offsets[i][1],
-                float(p[i]),
-                bool(p[i] >= 0.5),
-            )
-            for i in real
-        ]
+        probs = np.stack([1 - p, p], axis=-1)[real]  # a detector: softmax of (0, logit)
+        spans = [(offsets[i][0], offsets[i][1]) for i in real]
         word_ids = [enc.word_ids(0)[i] for i in real]
-        got = token_entities(tokens, real, word_ids, text, aggregation, [])  # type: ignore[arg-type]
+        found = entities(probs, DETECTOR_LABELS, spans, real, word_ids, aggregation, [])  # type: ignore[arg-type]
+        got = [hf_entity(e, text) for e in found]
         assert len(got) == len(want), (trial, got, want)
         for g, w in zip(got, want, strict=True):
             assert (g.entity or g.entity_group) == (w.get("entity") or w.get("entity_group"))

@@ -33,6 +33,7 @@ from schemathesis.python import asgi as st_asgi  # noqa: E402
 
 from electra.serving.app import create_app  # noqa: E402
 from electra.serving.settings import ModelSpec, ServeSettings  # noqa: E402
+from tests.conftest import SERVING_TAGS  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -43,6 +44,7 @@ KEY = "schema-fuzz-key-0123456789abcdef"
 OPERATIONS = [
     ("POST", "/detect"),
     ("POST", "/classify"),
+    ("POST", "/tag"),
     ("GET", "/models"),
     ("GET", "/health/live"),
     ("GET", "/health/ready"),
@@ -59,10 +61,11 @@ OPERATIONS = [
     ("POST", "/hf/{name}"),
 ]
 V2_INFER = {"/v2/models/{name}/infer", "/v2/models/{name}/versions/{version}/infer"}
-WITH_BODY = {"/detect", "/classify", "/hf/{name}", *V2_INFER}
+WITH_BODY = {"/detect", "/classify", "/tag", "/hf/{name}", *V2_INFER}
 NEEDS_KEY = {
     "/detect",
     "/classify",
+    "/tag",
     "/models",
     "/v2",
     "/v2/models/{name}",
@@ -74,6 +77,7 @@ NEEDS_KEY = {
 NAMES_A_MODEL = {p for m, p in OPERATIONS if m == "GET" and "{name}" in p}
 DETECT_FIELDS = {"text", "texts", "threshold", "level", "model", "truncate", "stride"}
 CLASSIFY_FIELDS = {"text", "text_pair", "inputs", "model", "truncate"}
+TAG_FIELDS = {"text", "texts", "model", "aggregation_strategy", "ignore_labels", "truncate", "stride"}
 # Words of the fixture vocabulary (some split into pieces: cats, parking, movies), accents, punctuation; up to
 # 80 of them, so some texts are over the bundles' 64 tokens (truncation, or 413 with truncate=false).
 VOCAB = (
@@ -119,7 +123,9 @@ def stop_lifespans() -> None:
 
 @pytest.fixture(scope="module")
 def api(serving_bundles: dict[str, Path]) -> Iterator[Any]:
-    models = tuple(ModelSpec(name, serving_bundles[name]) for name in ("detector", "sentiment", "score"))
+    models = tuple(
+        ModelSpec(name, serving_bundles[name]) for name in ("detector", "sentiment", "score", "tagger")
+    )
     app = create_app(ServeSettings(models=models, max_texts=8, max_chars=2000))
     try:
         yield schemathesis.openapi.from_asgi(SCHEMA_PATH, app)
@@ -131,7 +137,7 @@ def api(serving_bundles: dict[str, Path]) -> Iterator[Any]:
 def keyed_api(serving_bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     keys = tmp_path_factory.mktemp("keys") / "keys.txt"
     keys.write_text(f"# fuzzing key\n{KEY}\n", encoding="utf-8")
-    models = tuple(ModelSpec(name, serving_bundles[name]) for name in ("detector", "sentiment"))
+    models = tuple(ModelSpec(name, serving_bundles[name]) for name in ("detector", "sentiment", "tagger"))
     app = create_app(ServeSettings(models=models, max_texts=8, max_chars=2000, api_key_file=keys))
     try:
         yield schemathesis.openapi.from_asgi(SCHEMA_PATH, app)
@@ -187,7 +193,7 @@ def test_every_documented_operation_is_fuzzed(api: Any) -> None:
 
 def test_schema_says_unknown_fields_are_rejected(api: Any) -> None:
     components = api.raw_schema["components"]["schemas"]
-    for name in ("DetectRequest", "ClassifyRequest", "PairInput"):
+    for name in ("DetectRequest", "ClassifyRequest", "PairInput", "TagRequest"):
         assert components[name].get("additionalProperties") is False, name
 
 
@@ -219,8 +225,10 @@ def test_generated_requests_never_answer_5xx(api: Any, method: str, path: str) -
         assert set(seen) == {200}, seen  # ready (warm-up done), and no key is configured
 
 
-def _detect_body(body: Any, model: str | None, keep_list: bool) -> dict[str, Any]:
-    out = {k: v for k, v in body.items() if k in DETECT_FIELDS} if isinstance(body, dict) else {}
+def _detect_body(
+    body: Any, model: str | None, keep_list: bool, fields: set[str] = DETECT_FIELDS
+) -> dict[str, Any]:
+    out = {k: v for k, v in body.items() if k in fields} if isinstance(body, dict) else {}
     out.pop("model", None)
     if model is not None:
         out["model"] = model
@@ -304,9 +312,37 @@ def _check_classify(body: dict[str, Any], answer: dict[str, Any]) -> None:
             assert result["label"] == max(result["scores"], key=result["scores"].get)
 
 
+def _tag_body(body: Any, model: str | None, keep_list: bool) -> dict[str, Any]:
+    return _detect_body(body, model, keep_list, TAG_FIELDS)
+
+
+def _check_tag(body: dict[str, Any], answer: dict[str, Any]) -> None:
+    texts = _inputs(body)
+    aggregation = body.get("aggregation_strategy", "simple")
+    ignored = set(body.get("ignore_labels", ["O"]))
+    assert answer["model"] == "tagger"
+    assert len(answer["results"]) == len(texts)
+    for text, result in zip(texts, answer["results"], strict=True):
+        assert result["windows"] >= 1 and result["truncated"] in (True, False)
+        last_end = 0
+        for entity in result["entities"]:
+            start, end = entity["start"], entity["end"]
+            assert last_end <= start <= end <= len(text), (text, result["entities"])
+            last_end = start if aggregation == "none" else end  # groups never overlap
+            assert entity["text"] == text[start:end], (text, entity)
+            assert 0.0 < entity["score"] <= 1.0 + 1e-9
+            assert entity["label"] not in ignored
+            assert ("index" in entity) == (aggregation == "none")
+            if aggregation == "none":
+                assert entity["label"] in SERVING_TAGS.values()
+            else:
+                assert entity["label"] in {"O", "PER", "LOC", "ORG"}
+
+
 REPAIRS: dict[str, tuple[Callable[..., dict[str, Any]], list[str | None], Callable[..., None]]] = {
     "/detect": (_detect_body, [None, "detector"], _check_detect),
     "/classify": (_classify_body, ["sentiment", "score"], _check_classify),
+    "/tag": (_tag_body, [None, "tagger"], _check_tag),
 }
 
 
@@ -375,4 +411,6 @@ def test_the_key_opens_what_it_guards(keyed_api: Any) -> None:
         assert detect.status_code == 200, detect.text
         classify = client.post("/classify", json={"text": "good movie"}, headers=auth)
         assert classify.status_code == 200, classify.text
+        tag = client.post("/tag", json={"text": "the cat sat in paris"}, headers=auth)
+        assert tag.status_code == 200, tag.text
         assert client.post("/detect", json={"text": "the cat sat"}).status_code == 401

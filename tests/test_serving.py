@@ -284,7 +284,8 @@ def test_health_schema_page_and_metrics(client: TestClient) -> None:
     assert client.get("/health/live").json() == {"status": "live"}
     assert client.get("/health/ready").json() == {"status": "ready"}
     schema = client.get("/schema/openapi.json").json()
-    assert {"/detect", "/classify", "/models", "/health/live", "/health/ready"} <= set(schema["paths"])
+    routes = {"/detect", "/classify", "/tag", "/models", "/health/live", "/health/ready"}
+    assert routes <= set(schema["paths"])
     page = client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     detect(client, texts=["the cat", "the dog sat"])

@@ -32,20 +32,27 @@ from electra.serving.app import NOT_JSON, create_app
 from electra.serving.process import ServerProcess, free_port, serve_command, start_server
 from electra.serving.settings import ModelSpec, ServeSettings
 
-ROUTES = ["/detect", "/classify"]
-MODEL_OF = {"/detect": "detector", "/classify": "sentiment"}
+ROUTES = ["/detect", "/classify", "/tag"]
+MODEL_OF = {"/detect": "detector", "/classify": "sentiment", "/tag": "tagger"}
 FIELDS = {
     "/detect": ("text", "texts", "threshold", "level", "model", "truncate", "stride"),
     "/classify": ("text", "text_pair", "inputs", "model", "truncate"),
+    "/tag": ("text", "texts", "model", "aggregation_strategy", "ignore_labels", "truncate", "stride"),
 }
-VALID = {"/detect": {"text": "the cat sat"}, "/classify": {"text": "a good movie"}}
+VALID = {
+    "/detect": {"text": "the cat sat"},
+    "/classify": {"text": "a good movie"},
+    "/tag": {"text": "the cat sat in paris"},
+}
+# Routes whose many-inputs field is a list of texts (/classify's is a list of {"text", "text_pair"}).
+TEXTS_ROUTES = {"/detect", "/tag"}
 MAX_EXAMPLES = 300
 READY_TIMEOUT_S = 60.0
 
 
 @pytest.fixture(scope="module")
 def client(serving_bundles: dict[str, Path]) -> Iterator[TestClient]:
-    models = tuple(ModelSpec(n, serving_bundles[n]) for n in ("detector", "sentiment"))
+    models = tuple(ModelSpec(n, serving_bundles[n]) for n in ("detector", "sentiment", "tagger"))
     app = create_app(ServeSettings(models=models, max_texts=16, max_chars=5000))
     with TestClient(app) as c:
         deadline = time.monotonic() + READY_TIMEOUT_S
@@ -127,9 +134,11 @@ def field_values(route: str, name: str) -> st.SearchStrategy[Any]:
         "inputs": st.lists(st.fixed_dictionaries({"text": text}, optional={"text_pair": text}), max_size=4),
         "threshold": st.floats(allow_nan=True, allow_infinity=True) | st.integers(),
         "level": st.sampled_from(["token", "word", "char", ""]),
-        "model": st.sampled_from(["detector", "sentiment", "nope", ""]) | st.text(max_size=300),
+        "model": st.sampled_from(["detector", "sentiment", "tagger", "nope", ""]) | st.text(max_size=300),
         "truncate": st.booleans(),
         "stride": st.integers(-2, 40),
+        "aggregation_strategy": st.sampled_from(["none", "simple", "first", "average", "max", "maxx", ""]),
+        "ignore_labels": st.lists(st.sampled_from(["O", "B-PER", "PER", "LOC", ""]) | text, max_size=3),
     }
     return plausible[name] | json_values
 
@@ -180,8 +189,10 @@ def test_any_body_and_content_type_answers_under_500(client: TestClient, route: 
 PROTOCOL_ROUTES = [
     "/v2/models/detector/infer",
     "/v2/models/sentiment/versions/1/infer",
+    "/v2/models/tagger/infer",
     "/hf/detector",
     "/hf/sentiment",
+    "/hf/tagger",
 ]
 
 
@@ -344,8 +355,8 @@ def test_very_wide_json(client: TestClient, route: str) -> None:
     keys = json.dumps({f"k{i}": i for i in range(100_000)}).encode()
     assert "unknown field" in json.dumps(post(client, route, keys).json())
     assert detail(post(client, route, keys), 400).startswith("Validation failed")
-    many = "texts" if route == "/detect" else "inputs"
-    item: Any = "a" if route == "/detect" else {"text": "a"}
+    many = "texts" if route in TEXTS_ROUTES else "inputs"
+    item: Any = "a" if route in TEXTS_ROUTES else {"text": "a"}
     wide = json.dumps({many: [item] * 100_000}).encode()
     assert "the limit is 16" in detail(post(client, route, wide), 413)
     long_key = json.dumps({"k" * 1_000_000: 1}).encode()
@@ -480,6 +491,7 @@ def server(
     args = serve_command(
         *("--model", f"detector={serving_bundles['detector']}"),
         *("--model", f"sentiment={serving_bundles['sentiment']}"),
+        *("--model", f"tagger={serving_bundles['tagger']}"),
         *("--port", str(port), "--max-body-bytes", "100000"),
     )
     log = tmp_path_factory.mktemp("fuzz-server") / "server.log"

@@ -66,6 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _dev_set(args: argparse.Namespace) -> tuple[list, list[int]] | None:
     """The dev set named on the command line, or the one the classifier was fine-tuned with (if at hand)."""
+    from electra.training.finetune.tasks import TASKS, read_glue
+
     task, data_dir = args.task, args.data_dir
     results = args.model / EVAL_RESULTS_JSON
     if task is None and results.is_file():
@@ -74,14 +76,14 @@ def _dev_set(args: argparse.Namespace) -> tuple[list, list[int]] | None:
             task, data_dir = cfg.get("task"), cfg.get("data_dir") and Path(cfg["data_dir"])
         except (OSError, KeyError, TypeError, json.JSONDecodeError):
             return None
-        if task in (None, "custom") or data_dir is None or not data_dir.exists():
+        # Only a GLUE classifier has a dev set here (a tagger's F1 is `electra evaluate`'s, bundle or not).
+        if task not in TASKS or data_dir is None or not data_dir.exists():
             return None
     if task is None:
         return None
     if data_dir is None:
         raise InputError("--task needs --data-dir (the GLUE directory)")
     from electra.config import ElectraConfig
-    from electra.training.finetune.tasks import TASKS, read_glue
 
     if task not in TASKS:
         raise InputError(f"--task {task!r} is not one of {', '.join(TASKS)}")

@@ -18,9 +18,16 @@ from electra.sizes import SIZES
 from electra.training.device import DEVICES, PRECISIONS
 from electra.training.finetune.config import CustomColumns, FinetuneConfig
 from electra.training.finetune.recipe import CHOICES, OVERRIDABLE, RECIPES, Recipe
+from electra.training.finetune.tagging_data import SCHEMES
+from electra.training.finetune.tagging_tasks import CUSTOM_TAGS, TAGGING_TASK_NAMES, is_tagging_task
 from electra.training.finetune.tasks import TASKS
 
-TASK_CHOICES = [*TASKS, "custom"]
+TASK_CHOICES = [*TASKS, "custom", *TAGGING_TASK_NAMES]
+TASK_HELP = (
+    "a GLUE task; custom (--train and --dev files: classification or regression); conll2003 (named "
+    f"entities, --data-dir); {CUSTOM_TAGS} (your own tag set: --train and --dev files, CoNLL columns or "
+    "JSONL)"
+)
 # The defaults shown in --help and used when an option is left out: FinetuneConfig's (one source).
 DEFAULTS = {
     f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
@@ -75,6 +82,25 @@ def _custom_args(p: argparse.ArgumentParser, labels: bool = True) -> None:
             help="custom data: column with the label (default: %(default)s)",
         )
         p.add_argument("--regression", action="store_true", help="custom data: labels are numbers")
+    _tag_args(p, labels)
+
+
+def _tag_args(p: argparse.ArgumentParser, labels: bool = True) -> None:
+    if labels:
+        p.add_argument(
+            "--tag-column",
+            type=int,
+            default=DEFAULTS["tag_column"],
+            help="--task tags, CoNLL columns: the column holding the tag, 0 the word's, negative from the "
+            "end (default: %(default)s, the last)",
+        )
+    p.add_argument(
+        "--tag-scheme",
+        choices=[*SCHEMES, "iobes"],
+        default=DEFAULTS["tag_scheme"],
+        help="--task tags: the files' tagging scheme; tags are trained as IOB2, predictions written back "
+        "in this scheme (default: %(default)s)",
+    )
 
 
 def _recipe_default(field: str) -> str:
@@ -142,22 +168,26 @@ def _inference_args(p: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     f = sub.add_parser(
         "finetune",
-        help="fine-tune a discriminator on a GLUE task or your own classification/regression data",
+        help="fine-tune a discriminator on a GLUE task, CoNLL-2003, or your own classification, regression "
+        "or tagging data",
         description="The paper's hyperparameters (per-size lr, layer-wise learning-rate decay, "
         f"{DEFAULTS['warmup_fraction']:.0%} linear warmup, batch {DEFAULTS['batch_size']}, "
         f"{_epochs()[0]} epochs, {_epochs()[1]}) under a --recipe: official (default: the code behind the "
         "paper's GLUE tables), intended (official with the maintainers' layer-wise decay rule) or hf "
         "(Hugging Face's Trainer); each choice of a recipe can be overridden on its own. "
-        "Dev metrics after every epoch; with several --seeds the median is reported and the best seed's "
-        "model is saved in Hugging Face format with eval_results.json.",
+        "Dev metrics after every epoch (taggers: seqeval's entity F1, strict IOB2); with several --seeds "
+        "the median is reported and the best seed's model is saved in Hugging Face format with "
+        "eval_results.json.",
     )
-    f.add_argument(
-        "--task", required=True, choices=TASK_CHOICES, help="a GLUE task, or custom (--train and --dev files)"
-    )
+    f.add_argument("--task", required=True, choices=TASK_CHOICES, help=TASK_HELP)
     _model_args(f, "a Hugging Face ELECTRA discriminator or the --out of `electra pretrain`")
     f.add_argument("--out", type=Path, required=True, help="output classifier directory")
     f.add_argument("--data-dir", type=Path, help="GLUE data (the root, or the task's folder)")
-    f.add_argument("--train", type=Path, help="custom data: training file (CSV, TSV or JSONL)")
+    f.add_argument(
+        "--train",
+        type=Path,
+        help="custom data: training file (CSV, TSV or JSONL; for tags CoNLL columns or JSONL)",
+    )
     f.add_argument("--dev", type=Path, help="custom data: dev file")
     _custom_args(f)
     f.add_argument("--epochs", type=positive_int, help=_epochs_help())
@@ -187,9 +217,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_progress_flag(f)
     f.set_defaults(handler=run_finetune)
 
-    e = sub.add_parser("evaluate", help="dev-set metrics of a fine-tuned classifier")
+    e = sub.add_parser("evaluate", help="dev-set metrics of a fine-tuned classifier or tagger")
     e.add_argument("--task", required=True, choices=TASK_CHOICES, help="the task it was fine-tuned on")
-    _model_args(e, "a fine-tuned classifier")
+    _model_args(e, "a fine-tuned classifier or tagger")
     e.add_argument("--data-dir", type=Path, help="GLUE data (the root, or the task's folder)")
     e.add_argument("--dev", type=Path, help="custom data: the file to evaluate on")
     _custom_args(e)
@@ -197,12 +227,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--json", action="store_true", help="print the metrics as JSON")
     e.set_defaults(handler=run_evaluate)
 
-    p = sub.add_parser("predict", help="predict labels for a file (GLUE submission format for GLUE tasks)")
+    p = sub.add_parser(
+        "predict",
+        help="predict labels for a file (GLUE submission format for GLUE tasks; taggers write the input's "
+        "form: CoNLL `word tag` lines or JSONL)",
+    )
     p.add_argument("--task", required=True, choices=TASK_CHOICES, help="the task it was fine-tuned on")
-    _model_args(p, "a fine-tuned classifier")
-    p.add_argument("--input", type=Path, required=True, help="GLUE test.tsv, or a custom CSV/TSV/JSONL file")
+    _model_args(p, "a fine-tuned classifier or tagger")
+    p.add_argument(
+        "--input",
+        type=Path,
+        required=True,
+        help="GLUE test.tsv, a custom CSV/TSV/JSONL file, or a tagger's CoNLL columns (word first) or JSONL",
+    )
     _custom_args(p, labels=False)
-    p.add_argument("--out", type=Path, help="output TSV (default: stdout)")
+    p.add_argument("--out", type=Path, help="output TSV (default: stdout); a tagger's output file (required)")
     _inference_args(p)
     p.set_defaults(handler=run_predict)
 
@@ -228,6 +267,8 @@ def run_finetune(args: argparse.Namespace) -> int:
         text_pair_column=args.text_pair_column,
         label_column=args.label_column,
         regression=args.regression,
+        tag_column=args.tag_column,
+        tag_scheme=args.tag_scheme,
         epochs=args.epochs,
         lr=args.lr,
         recipe=args.recipe,
@@ -250,16 +291,31 @@ def run_finetune(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from electra.training.finetune.evaluate import evaluate_model
+    from electra.training.finetune.tag_predict import evaluate_tagger
 
-    results = evaluate_model(
-        _model(args),
-        args.task,
-        data_dir=args.data_dir,
-        dev=args.dev,
-        columns=CustomColumns(args.text_column, args.text_pair_column, args.label_column, args.regression),
-        max_seq_len=args.max_seq_len,
-        device=args.device,
-    )
+    if is_tagging_task(args.task):
+        results = evaluate_tagger(
+            _model(args),
+            args.task,
+            data_dir=args.data_dir,
+            dev=args.dev,
+            tag_column=args.tag_column,
+            scheme=args.tag_scheme,
+            max_seq_len=args.max_seq_len,
+            device=args.device,
+        )
+    else:
+        results = evaluate_model(
+            _model(args),
+            args.task,
+            data_dir=args.data_dir,
+            dev=args.dev,
+            columns=CustomColumns(
+                args.text_column, args.text_pair_column, args.label_column, args.regression
+            ),
+            max_seq_len=args.max_seq_len,
+            device=args.device,
+        )
     if args.json:
         print(json.dumps(results, indent=2))
     else:
@@ -271,6 +327,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def run_predict(args: argparse.Namespace) -> int:
     from electra.training.finetune.predict import predict_file
 
+    if is_tagging_task(args.task):
+        return _predict_tags(args)
     rows = predict_file(
         _model(args),
         args.task,
@@ -290,5 +348,28 @@ def run_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _predict_tags(args: argparse.Namespace) -> int:
+    from electra.errors import InputError
+    from electra.training.finetune.tag_predict import predict_tags
+
+    if args.out is None:
+        raise InputError("a tagger's predictions are a file in the input's form: pass --out FILE")
+    n = predict_tags(
+        _model(args),
+        args.task,
+        args.input,
+        args.out,
+        scheme=args.tag_scheme,
+        max_seq_len=args.max_seq_len,
+        device=args.device,
+    )
+    log.info("wrote the tags of %d sentences to %s", n, args.out)
+    return 0
+
+
 def _shown(metrics: dict[str, float]) -> str:
-    return ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+    # A tagger's per-type precision, recall and support are in --json and eval_results.json; one line shows
+    # the overall figures and each type's F1.
+    return ", ".join(
+        f"{k} {v:.4f}" for k, v in metrics.items() if not k.startswith(("precision_", "recall_", "support_"))
+    )

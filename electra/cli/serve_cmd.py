@@ -61,7 +61,7 @@ OPTIONS: dict[str, Option] = _options()
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
-        help="serve exported bundles over HTTP (/detect, /classify, /metrics, the page at /)",
+        help="serve exported bundles over HTTP (/detect, /classify, /tag, /metrics, the page at /)",
         description="Serves bundles written by `electra export` with ONNX Runtime: dynamic batching per "
         "model, Prometheus metrics, health probes, OpenAPI at /schema. Every option can also be set with "
         "an environment variable (ELECTRA_MODELS='name=dir,name2=dir2', ELECTRA_PORT, ...); the command "

@@ -128,9 +128,10 @@ def _describe(
 
     model, cfg = source.model, source.config
     classifier = model.kind == "classifier"
+    labelled = model.kind in ("classifier", "tagger")
     return Bundle(
         kind=model.kind,
-        labels={str(i): label for i, label in sorted((cfg.id2label or {}).items())} if classifier else None,
+        labels={str(i): label for i, label in sorted((cfg.id2label or {}).items())} if labelled else None,
         problem_type=cfg.problem_type if classifier else None,
         max_seq_len=seq_len,
         precision=precision,

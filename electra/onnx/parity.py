@@ -2,7 +2,8 @@
 
 Both run on the CPU (ORT's CPU provider; the model as loaded, fp32) on the right-padded batches the server
 builds: a parity batch of real text of mixed lengths (fp32 must agree within FP32_TOLERANCE or the export
-fails), and for a classifier the accuracy of both on its GLUE dev set.
+fails), and for a classifier the accuracy of both on its GLUE dev set. A tagger's entity F1 on its dev set
+is `electra evaluate`'s, on the PyTorch model and on a bundle alike.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ DEFAULT_PARITY_TEXTS: tuple[TextPair, ...] = (
 # What `agreement` compares, by prediction kind.
 _COMPARED = {
     "discriminator": "replaced flags (logit > 0) over real tokens",
+    "tagger": "argmax label of every real token",
     "single_label": "argmax label",
     "multi_label": "labels with logit > 0",
     "regression": "none (regression)",
@@ -140,11 +142,11 @@ def measure_parity(
         raise ElectraError(
             f"the {precision} ONNX model produced non-finite logits on the parity batch; it is unusable"
         )
-    if model.kind == "discriminator":
+    if model.kind in ("discriminator", "tagger"):
         # Positions past a row's length are padding: their logits are never read, so they are not compared.
         real = batch["attention_mask"].astype(bool)
         reference, exported = reference[real], exported[real]
-        kind = "discriminator"
+        kind = model.kind
     else:
         kind = prediction_kind(model.config)
     ref_pred, onnx_pred = _predictions(kind, reference), _predictions(kind, exported)
@@ -218,7 +220,7 @@ def _run_both(model: ElectraHeadModel, session: Any, batch: dict[str, np.ndarray
 
 
 def _predictions(kind: str, logits: np.ndarray) -> np.ndarray | None:
-    if kind == "single_label":
+    if kind in ("single_label", "tagger"):
         return logits.argmax(-1)
     if kind in ("multi_label", "discriminator"):
         return logits > 0

@@ -56,7 +56,8 @@ def check_arguments(
 
 
 def load_source(model_dir: Path) -> SourceModel:
-    """The model of `model_dir` (a discriminator or a classifier with a trained head) and its tokenizer."""
+    """The model of `model_dir` (a discriminator, or a classifier or tagger with a trained head) and its
+    tokenizer."""
     from electra.hf_format import load_hf_dir_with_report
     from electra.tokenizer import load_tokenizer
 
@@ -64,7 +65,7 @@ def load_source(model_dir: Path) -> SourceModel:
     if model.kind not in EXPORTABLE_KINDS:
         raise InputError(
             f"{model_dir / CONFIG_JSON}: a {model.kind} ({report.source_architecture}) cannot be exported; "
-            "export the discriminator or a fine-tuned classifier"
+            "export the discriminator, a fine-tuned classifier or a fine-tuned tagger"
         )
     if report.newly_initialized:
         # The head would be random: an export of it would pass parity and still be useless.

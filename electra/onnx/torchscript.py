@@ -32,7 +32,7 @@ def export_torchscript(model: ElectraHeadModel, path: Path, opset: int) -> None:
     token_type_ids = torch.zeros(batch, length, dtype=torch.long)
     axes = {0: "batch_size", 1: "sequence_length"}
     dynamic_axes: dict[str, dict[int, str]] = {name: axes for name in INPUT_NAMES}
-    dynamic_axes[OUTPUT_NAME] = axes if model.kind == "discriminator" else {0: "batch_size"}
+    dynamic_axes[OUTPUT_NAME] = {0: "batch_size"} if model.kind == "classifier" else axes
 
     model.set_attention_impl(ATTENTION_IMPL)
     try:

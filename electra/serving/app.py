@@ -71,16 +71,19 @@ from electra.serving.schemas import (
     ModelsResponse,
     PairInput,
     Status,
+    TagRequest,
+    TagResponse,
     to_model_info,
 )
 from electra.serving.settings import ServeSettings
-from electra.serving.windows import default_stride, first_window, max_stride, merge, split
+from electra.serving.tagging import tag_result
+from electra.serving.windows import TokenLogits, default_stride, first_window, max_stride, merge, split
 
 log = logging.getLogger("electra.serving")
 
 # Requests with more characters than this are tokenized in a worker thread rather than on the event loop.
 INLINE_TOKENIZE_CHARS = 4096
-KIND_ROUTE = {"discriminator": "/detect", "classifier": "/classify"}
+KIND_ROUTE = {"discriminator": "/detect", "classifier": "/classify", "tagger": "/tag"}
 
 
 def _errors(*codes: int) -> dict[int, ResponseSpec]:
@@ -191,35 +194,45 @@ class ServerState:
         self, runner: ModelRunner, texts: list[str], threshold: float, level: str, stride: int | None
     ) -> list[DetectResult]:
         """Every token of every text scored through windows (`stride` None: the first window only)."""
-        return [r for _, r in await self.scored_documents(runner, texts, stride, threshold, level)]
+        out = []
+        for text, scored in zip(texts, await self.token_logits(runner, texts, stride), strict=True):
+            result = detect_result(text, scored.encoded, scored.logits, threshold, level)
+            result.windows = scored.windows
+            out.append(result)
+        return out
 
-    async def scored_documents(
-        self,
-        runner: ModelRunner,
-        texts: list[str],
-        stride: int | None,
-        threshold: float = 0.5,
-        level: str = "token",
-    ) -> list[tuple[Encoded, DetectResult]]:
-        """Each text's encoding (whole, or its first window) and its scores."""
+    async def tag(self, data: TagRequest) -> TagResponse:
+        texts = _one_or_many(data.text, data.texts, "text", "texts")
+        self.check_sizes(texts, "texts")
+        runner = self.pick(data.model, "tagger")
+        stride = self.check_stride(runner, data.stride, data.truncate)
+        self.check_ready()
+        scored = await self.token_logits(runner, texts, stride)
+        aggregation, ignore = data.aggregation_strategy, data.ignore_labels
+        results = [
+            tag_result(text, s, runner.labels, aggregation, ignore)
+            for text, s in zip(texts, scored, strict=True)
+        ]
+        return TagResponse(model=runner.name, results=results)
+
+    async def token_logits(
+        self, runner: ModelRunner, texts: list[str], stride: int | None
+    ) -> list[TokenLogits]:
+        """Each text's per-token logits, from windows that overlap by `stride` tokens merged into one
+        document (see electra.serving.windows), or with `stride` None from its first window only."""
         whole = await self.tokenize(runner, runner.encode_whole, texts)
         if stride is None:
             encoded = [first_window(enc, runner.max_seq_len) for enc in whole]
+            self.check_fits(len(encoded), "model windows")
             rows = await self.run(runner, encoded, len(texts))
-            return [
-                (enc, detect_result(text, enc, row, threshold, level))
-                for text, enc, row in zip(texts, encoded, rows, strict=True)
-            ]
+            return [TokenLogits(enc, row, 1) for enc, row in zip(encoded, rows, strict=True)]
         docs = [split(enc, runner.max_seq_len, stride) for enc in whole]
         self.check_fits(sum(len(doc.windows) for doc in docs), "model windows")
         rows = iter(await self.run(runner, [w for doc in docs for w in doc.windows], len(texts)))
-        out = []
-        for text, doc in zip(texts, docs, strict=True):
-            logits = merge(doc, [next(rows) for _ in doc.windows])
-            result = detect_result(text, doc.full, logits, threshold, level)
-            result.windows = len(doc.windows)
-            out.append((doc.full, result))
-        return out
+        return [
+            TokenLogits(doc.full, merge(doc, [next(rows) for _ in doc.windows]), len(doc.windows))
+            for doc in docs
+        ]
 
     async def classify(self, data: ClassifyRequest) -> ClassifyResponse:
         if data.inputs is not None and data.text_pair is not None:
@@ -619,7 +632,7 @@ def _key_guard(state: ServerState) -> Callable[..., Awaitable[None]]:
 
 
 def _keyed_routes(state: ServerState, guards: list[Any]) -> list[Any]:
-    """/detect, /classify and /models: behind the API keys when the server has some."""
+    """/detect, /classify, /tag and /models: behind the API keys when the server has some."""
 
     @post(
         "/detect",
@@ -649,12 +662,27 @@ def _keyed_routes(state: ServerState, guards: list[Any]) -> list[Any]:
         """Label each input (or text pair) with a fine-tuned classifier; regression answers a score."""
         return await state.classify(data)
 
+    @post(
+        "/tag",
+        status_code=200,
+        guards=guards,
+        before_request=read_json_body,
+        tags=["inference"],
+        responses=INFERENCE_ERRORS,
+    )
+    async def tag(
+        data: Annotated[TagRequest, Body(media_type=RequestEncodingType.JSON)],
+    ) -> TagResponse:
+        """The entities of each text (token classification with a tagger), grouped as transformers'
+        TokenClassificationPipeline does; long texts through overlapping windows, as on /detect."""
+        return await state.tag(data)
+
     @get("/models", guards=guards, tags=["models"], responses=_errors(401))
     async def models() -> ModelsResponse:
         """The loaded bundles and their metadata (kind, labels, limits, precision, fused ops, parity)."""
         return ModelsResponse(models=[to_model_info(r.describe()) for r in state.runners.values()])
 
-    return [detect, classify, models]
+    return [detect, classify, tag, models]
 
 
 def _open_routes(state: ServerState) -> list[Any]:
@@ -707,7 +735,8 @@ def _openapi_config() -> OpenAPIConfig:
     return OpenAPIConfig(
         title="electra",
         version=__version__,
-        description="Replaced-token detection and classification with ELECTRA models (ONNX Runtime).",
+        description="Replaced-token detection, classification and token classification (tagging) with "
+        "ELECTRA models (ONNX Runtime).",
         path=SCHEMA_PATH,
         render_plugins=plugins,
     )
@@ -792,7 +821,7 @@ class LocalSwaggerUI(SwaggerRenderPlugin):
 def _document_closed_bodies(app: Litestar) -> None:
     """Request bodies reject unknown fields (a typo such as "treshold" must not pass silently); Litestar's
     generated schema does not say so, which would make schema-driven clients and fuzzers expect a 200."""
-    closed = {cls.__name__ for cls in (DetectRequest, ClassifyRequest, PairInput)}
+    closed = {cls.__name__ for cls in (DetectRequest, ClassifyRequest, PairInput, TagRequest)}
     for name, schema in (app.openapi_schema.components.schemas or {}).items():
         if name.split("_")[-1] in closed:
             schema.additional_properties = False

@@ -2,13 +2,11 @@
 
 What `huggingface_hub.InferenceClient.text_classification` / `.token_classification` post to a URL
 (`{"inputs", "parameters"}`) and read back, computed as transformers' `TextClassificationPipeline` and
-`TokenClassificationPipeline` compute them (tests/test_protocols.py checks ours against those pipelines).
-A detector is a token classifier with two labels, `original` and `replaced`: a token's probability of
-`replaced` is the sigmoid of its logit, which is the softmax of the two logits (0, logit).
+`TokenClassificationPipeline` compute them (tests/test_protocols.py and tests/test_tagging_serving.py check
+ours against those pipelines). The token aggregation itself is electra.serving.tagging's, shared with /tag.
 
 Differences, on purpose: an entity's `word` is the text it spans (`text[start:end]`), not tokens joined
-back into a lowercased string; words are the tokenizer's words (its `word_ids`), where the pipeline guesses
-them from the length of each token against its text.
+back into a lowercased string (and see electra.serving.tagging on words and offsets).
 """
 
 from __future__ import annotations
@@ -19,10 +17,9 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from msgspec import Meta, Struct
 
-from electra.serving.schemas import Token
+from electra.serving.schemas import Aggregation
+from electra.serving.tagging import Entity
 
-DETECTOR_LABELS = ("original", "replaced")
-Aggregation = Literal["none", "simple", "first", "average", "max"]
 Function = Literal["sigmoid", "softmax", "none"]
 
 
@@ -101,74 +98,35 @@ def label_scores(
 # --- token-classification ---------------------------------------------------------------------------------
 
 
-def token_entities(
-    tokens: list[Token],
-    indices: list[int],
-    word_ids: list[int | None],
-    text: str,
-    aggregation: Aggregation,
-    ignore_labels: Sequence[str],
-) -> list[TokenEntity]:
-    """Entities of one text from its scored tokens (`indices`: each token's position in the model input,
-    `word_ids`: its word), aggregated and filtered as the pipeline does."""
-    probs = [np.array([1.0 - t.score, t.score]) for t in tokens]
-    if aggregation in ("none", "simple"):
-        entities = [
-            _entity(p, t.start, t.end, text, index=i) for p, t, i in zip(probs, tokens, indices, strict=True)
-        ]
-    else:
-        entities = [
-            _word_entity(
-                [probs[k] for k in group], tokens[group[0]].start, tokens[group[-1]].end, text, aggregation
-            )
-            for group in _words(word_ids)
-        ]
-    if aggregation != "none":
-        entities = _group(entities, text)
-    ignored = set(ignore_labels)
-    return [e for e in entities if (e.entity or e.entity_group) not in ignored]
+def hf_entity(entity: Entity, text: str) -> TokenEntity:
+    """The pipeline's dict for one entity: `entity` (and `index`) for a token or word, `entity_group` for a
+    group."""
+    word = text[entity.start : entity.end]
+    if entity.grouped:
+        return TokenEntity(entity.score, word, entity.start, entity.end, entity_group=entity.label)
+    return TokenEntity(entity.score, word, entity.start, entity.end, entity=entity.label, index=entity.index)
 
 
-def _entity(probs: np.ndarray, start: int, end: int, text: str, index: int | None = None) -> TokenEntity:
-    label = int(probs.argmax())  # ties go to the first label, as numpy's argmax in the pipeline
-    return TokenEntity(
-        float(probs[label]), text[start:end], start, end, entity=DETECTOR_LABELS[label], index=index
+# Token classifiers by bundle kind, and the labels their token-classification leaves out by default: the
+# pipeline's "O" for a tagger; for a detector, its tokens that were not replaced.
+TOKEN_CLASSIFIERS = {"discriminator": ("original",), "tagger": ("O",)}
+TEXT_ONLY = frozenset(TextClassificationParameters.__struct_fields__)
+TOKEN_ONLY = frozenset(TokenClassificationParameters.__struct_fields__)
+
+
+def wrong_task(name: str, kind: str, parameters: dict[str, Any]) -> str | None:
+    """What to say when the parameters are another task's than the model answers; None when they fit.
+    (The body does not name its task: its parameters are the only sign of what the client expects.)"""
+    token = kind in TOKEN_CLASSIFIERS
+    foreign = sorted(set(parameters) & (TEXT_ONLY if token else TOKEN_ONLY))
+    if not foreign:
+        return None
+    task, other, own = (
+        ("token-classification", "text-classification", TOKEN_ONLY)
+        if token
+        else ("text-classification", "token-classification", TEXT_ONLY)
     )
-
-
-def _words(word_ids: list[int | None]) -> list[list[int]]:
-    """Consecutive tokens of one word, as runs of positions (a token without a word is a word alone)."""
-    groups: list[list[int]] = []
-    for k, word in enumerate(word_ids):
-        if groups and word is not None and word_ids[groups[-1][-1]] == word:
-            groups[-1].append(k)
-        else:
-            groups.append([k])
-    return groups
-
-
-def _word_entity(
-    probs: list[np.ndarray], start: int, end: int, text: str, aggregation: Aggregation
-) -> TokenEntity:
-    if aggregation == "first":
-        chosen = probs[0]
-    elif aggregation == "max":
-        chosen = max(probs, key=lambda p: p.max())  # the first of equal maxima, as Python's max
-    else:  # average
-        chosen = np.mean(np.stack(probs), axis=0)
-    return _entity(chosen, start, end, text)
-
-
-def _group(entities: list[TokenEntity], text: str) -> list[TokenEntity]:
-    """Adjacent entities of one label merged: mean score, from the first's start to the last's end."""
-    out: list[TokenEntity] = []
-    run: list[TokenEntity] = []
-    for e in [*entities, None]:
-        if run and (e is None or e.entity != run[-1].entity):
-            start, end = run[0].start, run[-1].end
-            score = float(np.mean([r.score for r in run]))
-            out.append(TokenEntity(score, text[start:end], start, end, entity_group=run[0].entity))
-            run = []
-        if e is not None:
-            run.append(e)
-    return out
+    return (
+        f"model {name!r} is a {kind}: it answers {task} (parameters {', '.join(sorted(own))}), not "
+        f"{other} (parameters {', '.join(foreign)})"
+    )

@@ -18,7 +18,7 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 def detect_result(text: str, enc: Encoded, logits: np.ndarray, threshold: float, level: str) -> DetectResult:
     """Scores of the real tokens of `text` (not [CLS]/[SEP]); level "word" merges pieces (max score)."""
     scores = sigmoid(logits)
-    offsets = _with_marks(text, enc.offsets)
+    offsets = with_marks(text, enc.offsets)
     tokens: list[Token] = []
     if level == "word":
         words: dict[int, list[int]] = {}
@@ -42,7 +42,7 @@ def detect_result(text: str, enc: Encoded, logits: np.ndarray, threshold: float,
     )
 
 
-def _with_marks(text: str, offsets: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def with_marks(text: str, offsets: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Offsets extended over the combining marks that follow a token (the normalizer strips accents, so
     "cafe\u0301" tokenizes to "cafe" and the mark would be left outside every token)."""
     out = list(offsets)

@@ -4,14 +4,16 @@
 v2 tensors of a detector (n texts, padded to the most tokens m; positions past `lengths` are padding):
 `scores` FP32 [n, m] (probability each token was replaced), `replaced` BOOL [n, m], `starts`/`ends` INT64
 [n, m] (character offsets, -1 in padding), `tokens` BYTES [n, m] (the text each token spans), `lengths`,
-`windows` INT64 [n] and `truncated` BOOL [n]. Of a classifier: `probabilities` FP32 [n, labels] and `label`
-BYTES [n] (a regression model: `score` FP32 [n]), and `truncated`. Request parameters are /detect's and
-/classify's (`threshold`, `level`, `stride`, `truncate`).
+`windows` INT64 [n] and `truncated` BOOL [n]. Of a tagger: `labels` BYTES [n, m] (each token's most
+probable tag) and `scores` FP32 [n, m] (its probability) instead of `scores` and `replaced`, the rest alike.
+Of a classifier: `probabilities` FP32 [n, labels] and `label` BYTES [n] (a regression model: `score` FP32
+[n]), and `truncated`. Request parameters are /detect's, /tag's and /classify's (`threshold`, `level`,
+`stride`, `truncate`; a tagger takes `stride` and `truncate`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import numpy as np
@@ -19,9 +21,11 @@ from litestar import Request, Response, get, post
 from litestar.exceptions import HTTPException
 from litestar.openapi import ResponseSpec
 from litestar.params import FromPath, JSONBody
+from msgspec import Meta
 
 from electra import __version__
 from electra.serving.hf_tasks import (
+    TOKEN_CLASSIFIERS,
     HFRequest,
     LabelScore,
     TextClassificationParameters,
@@ -29,8 +33,9 @@ from electra.serving.hf_tasks import (
     TokenClassificationParameters,
     TokenEntity,
     default_function,
+    hf_entity,
     label_scores,
-    token_entities,
+    wrong_task,
 )
 from electra.serving.open_inference import (
     HEADER_LENGTH,
@@ -43,6 +48,7 @@ from electra.serving.open_inference import (
     parse_request,
 )
 from electra.serving.schemas import ClassifyRequest, DetectRequest, DetectResult
+from electra.serving.tagging import document_entities, label_probabilities, softmax
 
 if TYPE_CHECKING:
     from electra.serving.app import ServerState
@@ -182,6 +188,8 @@ async def _infer(state: ServerState, runner: ModelRunner, request: Request[Any, 
     parsed = parse_request(await request.body(), request.headers.get(HEADER_LENGTH))
     if runner.kind == "discriminator":
         outputs = await _detect_tensors(state, runner, parsed.inputs, parsed.parameters)
+    elif runner.kind == "tagger":
+        outputs = await _tag_tensors(state, runner, parsed.inputs, parsed.parameters)
     else:
         outputs = await _classify_tensors(state, runner, parsed.inputs, parsed.parameters)
     body, headers = encode_response(runner.name, VERSION, parsed, outputs)
@@ -204,9 +212,10 @@ def _model(state: ServerState, name: str, version: str | None) -> ModelRunner:
 
 def _metadata(runner: ModelRunner) -> ModelMetadata:
     texts = [TensorMetadata("text", "BYTES", [-1])]
-    if runner.kind == "discriminator":
-        per_token = [TensorMetadata(n, t, [-1, -1]) for n, t in _DETECTOR_OUTPUTS if n in _PER_TOKEN]
-        per_text = [TensorMetadata(n, t, [-1]) for n, t in _DETECTOR_OUTPUTS if n not in _PER_TOKEN]
+    if runner.kind in TOKEN_OUTPUTS:
+        names = TOKEN_OUTPUTS[runner.kind]
+        per_token = [TensorMetadata(n, t, [-1, -1]) for n, t in names if n in _PER_TOKEN]
+        per_text = [TensorMetadata(n, t, [-1]) for n, t in names if n not in _PER_TOKEN]
         outputs = per_token + per_text
     else:
         texts.append(TensorMetadata("text_pair", "BYTES", [-1]))
@@ -231,7 +240,17 @@ _DETECTOR_OUTPUTS = [
     ("windows", "INT64"),
     ("truncated", "BOOL"),
 ]
-_PER_TOKEN = {"scores", "replaced", "starts", "ends", "tokens"}
+_TAGGER_OUTPUTS = [("labels", "BYTES"), ("scores", "FP32"), *_DETECTOR_OUTPUTS[2:]]
+TOKEN_OUTPUTS = {"discriminator": _DETECTOR_OUTPUTS, "tagger": _TAGGER_OUTPUTS}
+_PER_TOKEN = {"labels", "scores", "replaced", "starts", "ends", "tokens"}
+
+
+class TagTensorRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """A tagger's v2 parameters: its tensors are per token, so /tag's aggregation has no place here."""
+
+    texts: list[str]
+    truncate: bool = False
+    stride: Annotated[int, Meta(ge=0)] | None = None
 
 
 def _texts(inputs: dict[str, Any], name: str, allowed: set[str]) -> list[str]:
@@ -301,6 +320,42 @@ def _detector_outputs(results: list[DetectResult]) -> dict[str, tuple[str, np.nd
     }
 
 
+async def _tag_tensors(
+    state: ServerState, runner: ModelRunner, inputs: dict[str, Any], parameters: dict[str, Any]
+) -> dict[str, tuple[str, np.ndarray]]:
+    texts = _texts(inputs, "text", {"text"})
+    data: TagTensorRequest = _route_parameters(parameters, TagTensorRequest, {"texts": texts})
+    state.check_sizes(texts, "text")
+    stride = state.check_stride(runner, data.stride, data.truncate)
+    state.check_ready()
+    scored = await state.token_logits(runner, texts, stride)
+    # Aggregation "none" with nothing ignored: every real token with its most probable tag.
+    found = [
+        document_entities(text, s.encoded, softmax(s.logits), runner.labels, "none", ())
+        for text, s in zip(texts, scored, strict=True)
+    ]
+    n, m = len(texts), max((len(f) for f in found), default=0)
+    labels = np.full((n, m), "", dtype=object)
+    scores = np.zeros((n, m), dtype=np.float32)
+    starts = np.full((n, m), -1, dtype=np.int64)
+    ends = np.full((n, m), -1, dtype=np.int64)
+    tokens = np.full((n, m), "", dtype=object)
+    for i, (text, row) in enumerate(zip(texts, found, strict=True)):
+        for j, e in enumerate(row):
+            labels[i, j], scores[i, j], starts[i, j], ends[i, j] = e.label, e.score, e.start, e.end
+            tokens[i, j] = text[e.start : e.end]
+    return {
+        "labels": ("BYTES", labels),
+        "scores": ("FP32", scores),
+        "starts": ("INT64", starts),
+        "ends": ("INT64", ends),
+        "tokens": ("BYTES", tokens),
+        "lengths": ("INT64", np.array([len(f) for f in found], dtype=np.int64)),
+        "windows": ("INT64", np.array([s.windows for s in scored], dtype=np.int64)),
+        "truncated": ("BOOL", np.array([s.encoded.truncated for s in scored], dtype=np.bool_)),
+    }
+
+
 async def _classify_tensors(
     state: ServerState, runner: ModelRunner, inputs: dict[str, Any], parameters: dict[str, Any]
 ) -> dict[str, tuple[str, np.ndarray]]:
@@ -345,16 +400,20 @@ def _hf_routes(state: ServerState, guards: list[Any], read_json_body: Any) -> li
     async def hf_task(
         name: FromPath[str], data: JSONBody[HFRequest]
     ) -> list[list[LabelScore]] | list[list[TokenEntity]] | list[TokenEntity]:
-        """A classifier answers text-classification (`top_k`, `function_to_apply`), a detector
+        """A classifier answers text-classification (`top_k`, `function_to_apply`), a tagger or a detector
         token-classification (`aggregation_strategy`, `ignore_labels`, `stride`): what
         `huggingface_hub.InferenceClient(model=URL)` sends and reads."""
         runner = _model(state, name, None)
         single = not isinstance(data.inputs, list)
         items = [data.inputs] if single else list(data.inputs)  # type: ignore[list-item]
-        if runner.kind == "discriminator":
-            entities = await _token_classification(state, runner, items, data.parameters or {})
+        parameters = data.parameters or {}
+        mismatch = wrong_task(runner.name, runner.kind, parameters)
+        if mismatch is not None:
+            raise ProtocolError(mismatch)
+        if runner.kind in TOKEN_CLASSIFIERS:
+            entities = await _token_classification(state, runner, items, parameters)
             return entities[0] if single else entities
-        return await _text_classification(state, runner, items, data.parameters or {})
+        return await _text_classification(state, runner, items, parameters)
 
     return [hf_task]
 
@@ -387,10 +446,10 @@ async def _token_classification(
     state.check_sizes(texts, "inputs")
     stride = state.check_stride(runner, p.stride, truncate=False)
     state.check_ready()
-    ignore = ["original"] if p.ignore_labels is None else p.ignore_labels
+    ignore = TOKEN_CLASSIFIERS[runner.kind] if p.ignore_labels is None else p.ignore_labels
     out = []
-    for text, (enc, result) in zip(texts, await state.scored_documents(runner, texts, stride), strict=True):
-        real = [i for i, special in enumerate(enc.special) if not special]
-        words = [enc.word_ids[i] for i in real]
-        out.append(token_entities(result.tokens, real, words, text, p.aggregation_strategy, ignore))
+    for text, scored in zip(texts, await state.token_logits(runner, texts, stride), strict=True):
+        probs, labels = label_probabilities(runner.kind, runner.labels, scored.logits)
+        found = document_entities(text, scored.encoded, probs, labels, p.aggregation_strategy, ignore)
+        out.append([hf_entity(e, text) for e in found])
     return out

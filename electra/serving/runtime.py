@@ -22,6 +22,9 @@ from electra.tokenizer import load_tokenizer, special_ids
 
 log = logging.getLogger(__name__)
 
+# Kinds whose logits are per token (padded positions trimmed off); a classifier's are one vector per input.
+PER_TOKEN_KINDS = ("discriminator", "tagger")
+
 
 @dataclass(frozen=True, slots=True)
 class Encoded:
@@ -80,7 +83,8 @@ class ModelRunner:
 
         self.tokenizer = load_tokenizer(self.path)
         self.tokenizer.no_padding()
-        # Whole documents for /detect's windows; a copy, since truncation is the tokenizer's own state.
+        # Whole documents for the windows of /detect and /tag; a copy, since truncation is the tokenizer's
+        # own state.
         self.untruncated = tokenizers.Tokenizer.from_str(self.tokenizer.to_str())
         self.untruncated.no_truncation()
         self.tokenizer.enable_truncation(max_length=self.max_seq_len)
@@ -167,7 +171,8 @@ class ModelRunner:
         return {name: feeds[name] for name in self._inputs if name in INPUT_NAMES}
 
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
-        """Logits (float32): (batch, seq) for a discriminator, (batch, labels) for a classifier."""
+        """Logits (float32): (batch, seq) for a discriminator, (batch, labels) for a classifier, (batch, seq,
+        labels) for a tagger."""
         if self.device == "cuda":
             # IO binding: inputs copied once, the output allocated on the device and copied back once,
             # instead of ORT staging every tensor through its default path.
@@ -180,9 +185,10 @@ class ModelRunner:
         return np.asarray(self.session.run([OUTPUT_NAME], feeds)[0], dtype=np.float32)
 
     def infer(self, batch: list[Encoded]) -> list[np.ndarray]:
-        """One logits row per input: per-token logits trimmed to its length, or a classifier's vector."""
+        """One logits row per input: per-token logits trimmed to its length (a tagger's: a row of labels per
+        token), or a classifier's vector."""
         logits = self.run(self.pad(batch))
-        if self.kind == "discriminator":
+        if self.kind in PER_TOKEN_KINDS:
             return [logits[row, : e.length] for row, e in enumerate(batch)]
         return [logits[row] for row in range(len(batch))]
 

@@ -82,6 +82,51 @@ class ClassifyResponse(Struct):
     results: list[ClassifyResult]
 
 
+Aggregation = Literal["none", "simple", "first", "average", "max"]
+
+
+class TagRequest(Struct, forbid_unknown_fields=True):
+    """One text (`text`) or several (`texts`) for a tagger (token classifier): its entities.
+
+    `aggregation_strategy` is transformers' TokenClassificationPipeline's: "none" answers every token with its
+    tag, "simple" groups adjacent tokens of one entity, "first"/"average"/"max" first give each word one tag
+    (its first token's, its tokens' mean probabilities, its most confident token's), then group. Entities
+    labelled in `ignore_labels` are left out. Long texts go through windows as on /detect."""
+
+    text: str | None = None
+    texts: list[str] | None = None
+    model: ModelName | None = None
+    aggregation_strategy: Aggregation = "simple"
+    ignore_labels: list[str] = msgspec.field(default_factory=lambda: ["O"])
+    truncate: bool = False
+    stride: Annotated[int, Meta(ge=0)] | None = None
+
+
+class TagEntity(Struct, omit_defaults=True):
+    """An entity (or a token with aggregation "none": its tag, and `index`, its position in the text's
+    tokens counting [CLS] as 0). `text == input[start:end]`, offsets in characters."""
+
+    label: str
+    score: float
+    text: str
+    start: int
+    end: int
+    index: int | None = None
+
+
+class TagResult(Struct):
+    """`truncated`: only the first window was tagged (truncate=true); `windows`: model inputs it took."""
+
+    entities: list[TagEntity]
+    windows: int
+    truncated: bool
+
+
+class TagResponse(Struct):
+    model: str
+    results: list[TagResult]
+
+
 class ModelInfo(Struct):
     name: str
     kind: str

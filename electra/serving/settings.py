@@ -64,7 +64,7 @@ class ServeSettings:
     api_key_file: Path | None = field(
         default=None,
         metadata=option(
-            "file of API keys, one per line: /detect, /classify and /models then "
+            "file of API keys, one per line: /detect, /classify, /tag and /models then "
             "need 'Authorization: Bearer KEY' (health, metrics and the page stay open)"
         ),
     )

@@ -1,4 +1,4 @@
-"""Documents longer than the model, scored through overlapping windows of its maximum length.
+"""Documents longer than the model, scored through overlapping windows of its maximum length (/detect, /tag).
 
 A document's tokens (without [CLS]/[SEP]) are cut into windows of `span` tokens (the model's maximum less
 the two specials) that overlap by at least `stride` tokens; each window is a model input of its own, so the
@@ -6,10 +6,11 @@ batcher packs and budgets windows like any input. The last window ends at the do
 running short, so every window has the full length: more context for the last tokens, and windows of one
 length batch without padding.
 
-Each token's logit is taken from the window where it has the most context on both sides, the smaller of
-the tokens before and after it inside the window; a window edge that is also the document's edge limits
-nothing, since no other window sees further. For evenly spaced windows that splits each overlap in its
-middle. A document that fits is one window equal to the single pass, so its scores are the same.
+Each token's logit (a detector's) or row of logits (a tagger's, one per label) is taken from the window
+where it has the most context on both sides, the smaller of the tokens before and after it inside the
+window; a window edge that is also the document's edge limits nothing, since no other window sees further.
+For evenly spaced windows that splits each overlap in its middle. A document that fits is one window equal
+to the single pass, so its scores are the same.
 """
 
 from __future__ import annotations
@@ -32,6 +33,16 @@ class Document:
     @property
     def span(self) -> int:
         return self.windows[0].length - 2
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogits:
+    """A text's encoding (whole, or its first window with truncate), its per-token logits ([CLS] and [SEP]
+    included) and how many windows the model ran for it."""
+
+    encoded: Encoded
+    logits: np.ndarray
+    windows: int
 
 
 def default_stride(max_seq_len: int) -> int:
@@ -87,12 +98,13 @@ def _window(full: Encoded, start: int, end: int, truncated: bool = False) -> Enc
 
 
 def merge(doc: Document, rows: list[np.ndarray]) -> np.ndarray:
-    """Per-token logits of the whole document ([CLS] and [SEP] included) from its windows' rows."""
+    """Per-token logits of the whole document ([CLS] and [SEP] included) from its windows' rows: one logit
+    per token (tokens,) or one row of logits per token (tokens, labels)."""
     if len(doc.windows) == 1:
         return rows[0]
     tokens = doc.full.length - 2
     span = doc.span
-    merged = np.empty(doc.full.length, dtype=rows[0].dtype)
+    merged = np.empty((doc.full.length, *rows[0].shape[1:]), dtype=rows[0].dtype)
     best = np.full(tokens, -1, dtype=np.int64)
     position = np.arange(span)
     unbounded = tokens  # more context than any window has
@@ -103,6 +115,8 @@ def merge(doc: Document, rows: list[np.ndarray]) -> np.ndarray:
         target = best[start : start + span]
         wins = context > target  # ties keep the earlier window
         target[wins] = context[wins]
+        # A boolean mask over the first axis takes whole rows: a tagger's token keeps all its labels' logits
+        # from the one window, so its probabilities stay one softmax.
         merged[1 + start : 1 + start + span][wins] = row[1 : 1 + span][wins]
     merged[0] = rows[0][0]
     merged[-1] = rows[-1][-1]

@@ -100,14 +100,24 @@ class AdamWeightDecay(torch.optim.Optimizer):
 def adam(
     groups: list[dict], lr: float, kind: Adam, eps: float, fused: bool | None = None
 ) -> torch.optim.Optimizer:
-    """The official uncorrected Adam or torch's AdamW (its fused kernel when every parameter is on CUDA)."""
+    """The official uncorrected Adam or torch's AdamW: its fused kernel when every parameter is on one device
+    type that has it (CUDA, and the CPU since torch 2.4), as Hugging Face's Trainer defaults to
+    (`adamw_torch_fused`); on small models the per-tensor loop otherwise costs as much as a layer."""
     if kind not in ADAMS:
         raise ValueError(f"adam must be one of {ADAMS}, got {kind!r}")
     if kind == "official":
         return AdamWeightDecay(groups, lr=lr, betas=(0.9, 0.999), eps=eps)
     if fused is None:
-        fused = all(p.is_cuda for g in groups for p in g["params"])
+        fused = _fused_available([p for g in groups for p in g["params"]])
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=eps, fused=fused or None)
+
+
+def _fused_available(params: list[nn.Parameter]) -> bool:
+    from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+
+    types = {p.device.type for p in params}
+    floating = all(p.is_floating_point() for p in params)
+    return len(types) == 1 and types <= set(_get_fused_kernels_supported_devices()) and floating
 
 
 def build_optimizer(

@@ -38,6 +38,9 @@ class FinetuneConfig:
     text_pair_column: str | None = None
     label_column: str = "label"
     regression: bool = False
+    # Tagging tasks (custom files): the column holding the tag (negative: from the end) and its scheme.
+    tag_column: int = -1
+    tag_scheme: str = "iob2"
     epochs: int | None = None
     lr: float | None = None
     batch_size: int = 32

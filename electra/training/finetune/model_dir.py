@@ -9,9 +9,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from electra.config import ARCHITECTURES
 from electra.errors import InputError
 from electra.files import CONFIG_JSON, DISCRIMINATOR_DIR
-from electra.hf_format import load_hf_dir
+from electra.hf_format import load_hf_dir_with_report
+from electra.model import Kind
 from electra.tokenizer import load_tokenizer, special_ids
 from electra.training.device import resolve_device
 from electra.training.finetune.tasks import TASKS, TaskSpec, custom_task
@@ -70,9 +72,22 @@ class Classifier:
     task: TaskSpec
 
 
+def load_trained(model_dir: Path, kind: Kind) -> nn.Module:
+    """A fine-tuned model of `kind`; InputError when the directory has no trained head of that kind (a
+    discriminator, or a tagger where a classifier is wanted), which would otherwise run with a random one."""
+    model, report = load_hf_dir_with_report(model_dir, kind=kind)
+    if report.newly_initialized:
+        what = ARCHITECTURES.get(report.source_architecture or "", report.source_architecture)
+        raise InputError(
+            f"--model {model_dir} is not a fine-tuned {kind} (it is a {what}: no weights for "
+            f"{', '.join(report.newly_initialized[:2])}); pass the output of `electra finetune` for this task"
+        )
+    return model
+
+
 def load_classifier(model_dir: Path, task_name: str, device: str | None) -> Classifier:
     """The output directory of `electra finetune` on `device` (default CUDA when available)."""
-    model = load_hf_dir(model_dir, kind="classifier")
+    model = load_trained(model_dir, "classifier")
     tok = load_model_tokenizer(model_dir)
     torch_device = resolve_device(device)
     return Classifier(

@@ -24,7 +24,7 @@ from torch import nn
 from electra.atomic import check_output_dir
 from electra.errors import InputError
 from electra.files import EVAL_RESULTS_JSON
-from electra.hf_format import load_hf_dir_with_report, save_hf_dir
+from electra.hf_format import LoadReport, load_hf_dir_with_report, save_hf_dir
 from electra.model import ElectraClassifier
 from electra.progress import progress
 from electra.sizes import finetune_recipe
@@ -64,6 +64,16 @@ class FinetuneTrainer:
         self.model_dir = resolve_model_dir(Path(cfg.model))
         self.tokenizer = load_model_tokenizer(self.model_dir)
         self.pad_id = special_ids(self.tokenizer).pad
+        self.load_data()
+        self.device = resolve_device(cfg.device)
+        self.autocast = autocast(self.device, resolve_precision(cfg.precision, self.device))
+        self.epochs = cfg.epochs or self.task.default_epochs
+        self.total_steps = self.epochs * math.ceil(len(self.train_data) / cfg.batch_size)
+        self.best: tuple[float, int, nn.Module] | None = None  # (main dev metric, seed, model on CPU)
+
+    def load_data(self) -> None:
+        """The task, its encoded training set and dev splits (and the regression target scale)."""
+        cfg = self.cfg
         self.task, train_examples, dev_examples = load_datasets(cfg)
         if cfg.max_train_examples:
             train_examples = subsample(train_examples, cfg.max_train_examples)
@@ -80,21 +90,12 @@ class FinetuneTrainer:
             name: encode(self.tokenizer, examples, self.task, cfg.max_seq_len)
             for name, examples in dev_examples.items()
         }
-        self.device = resolve_device(cfg.device)
-        self.autocast = autocast(self.device, resolve_precision(cfg.precision, self.device))
-        self.epochs = cfg.epochs or self.task.default_epochs
-        self.total_steps = self.epochs * math.ceil(len(self.train_data) / cfg.batch_size)
-        self.best: tuple[float, int, nn.Module] | None = None  # (main dev metric, seed, model on CPU)
 
     def setup(self, seed: int) -> None:
         """A fresh classifier from the pre-trained weights (head drawn from `seed`), optimizer, schedule."""
         r = self.recipe
         torch.manual_seed(seed)
-        model, report = load_hf_dir_with_report(
-            self.model_dir, kind="classifier", head=r.head, **classifier_head_config(self.task.labels)
-        )
-        assert isinstance(model, ElectraClassifier)
-        check_head(model)
+        model, report = self.load_model()
         if any(k.startswith("classifier.") for k in report.newly_initialized):
             init_head(model, r.head_init)
         self.model = model.to(self.device)
@@ -105,6 +106,18 @@ class FinetuneTrainer:
         warmup = warmup_steps_for(r.schedule, self.cfg.warmup_fraction, self.total_steps)
         self.scheduler = build_scheduler(self.optimizer, warmup, self.total_steps, r.schedule)
 
+    def load_model(self) -> tuple[nn.Module, LoadReport]:
+        """The pre-trained model with this task's head (new heads at their init; setup re-draws them)."""
+        model, report = load_hf_dir_with_report(
+            self.model_dir,
+            kind="classifier",
+            head=self.recipe.head,
+            **classifier_head_config(self.task.labels),
+        )
+        assert isinstance(model, ElectraClassifier)
+        check_head(model)
+        return model, report
+
     def lr_and_decay(self, hidden_size: int) -> tuple[float, float]:
         """(peak learning rate, layer-wise decay): the config's, else electra.sizes' for the model's width."""
         lr, decay = finetune_recipe(hidden_size)
@@ -112,12 +125,16 @@ class FinetuneTrainer:
             decay = self.recipe.layerwise_lr_decay
         return self.cfg.lr or lr, decay
 
-    def train_step(self, idx: np.ndarray) -> torch.Tensor:
+    def batch_loss(self, idx: np.ndarray) -> torch.Tensor:
+        """The loss of the training examples `idx` (forward pass included), as the recipe reduces it."""
         batch = self.train_data.batch(idx, self.pad_id, self.device)
         target = torch.from_numpy(self.train_data.labels[idx]).to(self.device)
         with self.autocast:
             logits = self.model(**batch)
-        loss = _loss(logits, target, self.task.is_regression, self.recipe.loss_reduction)
+        return _loss(logits, target, self.task.is_regression, self.recipe.loss_reduction)
+
+    def train_step(self, idx: np.ndarray) -> torch.Tensor:
+        loss = self.batch_loss(idx)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.optimizer.step()
@@ -199,7 +216,7 @@ class FinetuneTrainer:
         }
 
     def save(self, model: nn.Module, summary: dict[str, Any]) -> None:
-        """A Hugging Face classifier directory, its tokenizer and eval_results.json, written atomically."""
+        """A Hugging Face model directory, its tokenizer and eval_results.json, written atomically."""
         if self.scale is not None:
             assert isinstance(model, ElectraClassifier)
             fold_target_scale(model, self.scale)
@@ -216,7 +233,11 @@ class FinetuneTrainer:
 
 def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     """Fine-tune as `cfg` says and save the best seed's model; returns the content of eval_results.json."""
-    return FinetuneTrainer(cfg).run()
+    from electra.training.finetune.tag_trainer import TaggerTrainer
+    from electra.training.finetune.tagging_tasks import is_tagging_task
+
+    trainer = TaggerTrainer(cfg) if is_tagging_task(cfg.task) else FinetuneTrainer(cfg)
+    return trainer.run()
 
 
 def _loss(logits: torch.Tensor, labels: torch.Tensor, regression: bool, reduction: str) -> torch.Tensor:
@@ -228,8 +249,10 @@ def _loss(logits: torch.Tensor, labels: torch.Tensor, regression: bool, reductio
 
 
 def _describe(final: dict[str, Any]) -> str:
+    # A tagger's per-type precision, recall and support stay in eval_results.json: the line would not fit.
+    detail = ("precision_", "recall_", "support_")
     return "; ".join(
-        f"{split} " + ", ".join(f"{k} {v:.4f}" for k, v in m.items())
+        f"{split} " + ", ".join(f"{k} {v:.4f}" for k, v in m.items() if not k.startswith(detail))
         for split, m in final.items()
         if split != "epoch"
     )
