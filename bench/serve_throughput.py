@@ -1293,7 +1293,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             "window": {"warmup_seconds": args.warmup_seconds, "seconds": args.seconds},
             "load": "closed loop: each virtual user sends its next request when the previous one answers",
             "client": "asyncio, a minimal HTTP/1.1 client, one keep-alive connection per user, same machine",
-            "body": 'one text per request: {"text": ...}',
+            "body": 'one text per request: {"text": ...}, on /detect with "truncate": true (request_body)',
             "recorded": "requests completing inside the window; rps = successful ones / window",
             "percentiles": "numpy.percentile (linear) of successful requests' latencies",
             "cpu_ms_per_request": "server process CPU (user+system, all threads, /proc) over the window "

@@ -25,6 +25,7 @@ from electra.serving.hf_tasks import hf_entity
 from electra.serving.process import ServerNotReady, free_port, serve_command, start_server
 from electra.serving.tagging import DETECTOR_LABELS, entities
 from tests.test_long_documents import document
+from tests.test_tagging_serving import pipeline
 
 KEY = "protocols-key-0123456789abcdef"
 TEXTS = ["The cat sat on the mat.", "New York is a city, the quick brown fox", "café naïve"]
@@ -406,39 +407,15 @@ def test_hf_errors(hf: InferenceClient, server: str) -> None:
 # ----------------------------------------------------------------------------------------------------------
 
 
-def _pipeline() -> Any:
-    pytest.importorskip("transformers")
-    from transformers import (
-        BertTokenizerFast,
-        ElectraConfig,
-        ElectraForTokenClassification,
-        TokenClassificationPipeline,
-    )
-
-    config = ElectraConfig(
-        vocab_size=30,
-        hidden_size=8,
-        num_hidden_layers=1,
-        num_attention_heads=1,
-        intermediate_size=8,
-        embedding_size=8,
-        num_labels=2,
-        id2label={0: "original", 1: "replaced"},
-        label2id={"original": 0, "replaced": 1},
-    )
-    return config, ElectraForTokenClassification, BertTokenizerFast, TokenClassificationPipeline
-
-
 @pytest.mark.parametrize("aggregation", ["none", "simple", "first", "average", "max"])
 def test_aggregation_equals_the_transformers_pipeline(aggregation: str, tmp_path: Path) -> None:
-    config, model_cls, tokenizer_cls, pipeline_cls = _pipeline()
     words = ["the", "cat", "sat", "on", "mat", "park", "##ing", "movie", "##s", ".", ","]
     vocab = tmp_path / "vocab.txt"
     vocab.write_text(
         "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n", encoding="utf-8"
     )
-    tokenizer = tokenizer_cls(vocab_file=str(vocab))
-    pipe = pipeline_cls(model=model_cls(config), tokenizer=tokenizer)
+    pipe = pipeline(DETECTOR_LABELS, vocab)
+    tokenizer = pipe.tokenizer
     text = "The parking cat sat on the mat, movies parking."
     enc = tokenizer(text, return_offsets_mapping=True, return_special_tokens_mask=True, return_tensors="pt")
     rng = np.random.default_rng(0)

@@ -420,7 +420,9 @@ def test_stsb_trains_on_score_over_5_and_saves_a_model_on_the_0_to_5_scale(
     saved = predict(load_classifier(t.cfg.out, "stsb", "cpu").model)
     np.testing.assert_allclose(saved, trained[0] * 5.0, rtol=1e-5, atol=1e-5)
     again = evaluate_model(t.cfg.out, "stsb", data_dir=tmp_path / "glue", device="cpu")
-    assert again["dev"]["pearson"] == pytest.approx(summary["median"]["dev"]["pearson"], abs=1e-5)
+    # Folding the scale into the last layer moves outputs by float rounding; a tiny model's outputs vary
+    # little, so its Pearson moves by up to ~1e-5 (the outputs themselves are compared tightly above).
+    assert again["dev"]["pearson"] == pytest.approx(summary["median"]["dev"]["pearson"], abs=1e-4)
 
 
 def test_folding_the_target_scale_is_exact() -> None:
