@@ -27,7 +27,8 @@ CUSTOM_TAGS = "tags"
 
 @dataclass(frozen=True)
 class TaggingTask:
-    """What the fine-tuning trainer needs to know of a tagging task (the shape of tasks.TaskSpec's)."""
+    """What TaggerTrainer and FinetuneTrainer's shared steps (epochs, best-seed choice, summary) read of a
+    tagging task."""
 
     name: str
     labels: tuple[str, ...]  # IOB2 tags in id order, "O" first
@@ -35,8 +36,6 @@ class TaggingTask:
     dev_splits: tuple[str, ...]  # evaluated after every epoch; the first one selects the best seed
     main_metric: str = MAIN_METRIC
     default_epochs: int = 3  # the official tagging tasks' (finetune/configure_finetuning.py)
-    is_regression: bool = False
-    unordered_pairs: bool = False
 
 
 @dataclass(frozen=True)
