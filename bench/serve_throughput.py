@@ -16,6 +16,9 @@ until the last:
   naive            bench/naive_server.py: Litestar sync handlers calling transformers on PyTorch eager
                    (ElectraForPreTraining + fast tokenizer; pipeline("text-classification")), one request at
                    a time, truncating at the same 128 tokens
+  bare             bench/bare_server.py: a bare ASGI app on uvicorn that tokenizes, runs the same ONNX
+                   session on the event loop and answers the logits; no framework, checks or queue. Only in
+                   the overhead probe, as the floor any Python server on this machine pays
 
 Rounds: a shared machine's speed drifts by tens of percent over minutes (other work, thermal limits), so
 configurations measured one after another can differ by the drift alone. Each round runs every
@@ -34,12 +37,14 @@ prefixes of 60-100 words (the demo corpus stands in when ../shared/data is absen
 sees the same sequence. The client runs on the same machine as the server and competes for its cores: on a
 small machine the RPS it reports are a lower bound for every configuration alike.
 
-Server overhead (per round, for ours_batched and ours_granian): --probe-texts /detect texts one at a time;
-for each, the server's end-to-end latency, then, right after, ONNX Runtime's `session.run` on the same
-text's inputs in this process (the server's own ModelRunner); the overhead is the median of the per-text
-differences, reported as its median over rounds. Recorded with it: GET /health/live's p50 (the HTTP +
-client floor of any request) and the in-process batching ceiling (texts/s of session.run at batch 32 of
-similar lengths vs batch 1), against which the server's batched vs unbatched ratio can be read.
+Server overhead (per round, for ours_batched, ours_granian and bare): --probe-texts /detect texts one at a
+time, 3 times each; each time the end-to-end latency minus the model's own time for that request, which the
+server reports in its Server-Timing header (`model;dur=`: the ONNX Runtime call the request was in). The
+overhead is the median over texts of each text's median difference, reported as its median over rounds;
+`bare`'s is the floor (HTTP over loopback, the event loop, tokenization, threads and cores waking up after the
+model), and ours minus bare, per round, is what electra's request path adds to it. Recorded with it: GET
+/health/live's p50 and the in-process batching ceiling (texts/s of session.run at batch 32 of similar lengths
+vs batch 1), against which the server's batched vs unbatched ratio can be read.
 
     python bench/serve_throughput.py                # CPU: 4 configs x 2 endpoints x 2 levels x 5 rounds
     python bench/serve_throughput.py --device cuda --out bench/results/serve_throughput_cuda.json
@@ -78,6 +83,7 @@ from benchlib import cpu_name, git_commit, int_list, usable_cores, write_result
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from electra.errors import InputError  # noqa: E402
 from electra.serving.process import ServerNotReady, ServerProcess, free_port, stop  # noqa: E402
 from electra.tokenizer import load_tokenizer, save_tokenizer  # noqa: E402
 
@@ -101,7 +107,7 @@ def request_body(endpoint: str, text: str) -> bytes:
     return json.dumps(body).encode()
 
 
-CONFIGS = ("ours_batched", "ours_unbatched", "naive")
+CONFIGS = ("ours_batched", "ours_unbatched", "naive", "bare")
 ALL_CONFIGS = (*CONFIGS, "ours_granian", "ours_int8")
 # The issue's targets (issue 15), checked at concurrency 32 on /detect (the main endpoint).
 TARGET_CONCURRENCY = 32
@@ -123,6 +129,8 @@ ERROR_SAMPLES = 3
 # The server's default --max-batch-size, for the in-process batching ceiling.
 BATCH_CEILING_SIZE = 32
 FLOOR_REQUESTS = 100
+# The configurations whose overhead the probe measures (when they run).
+PROBED = ("ours_batched", "ours_granian", "bare")
 
 log = logging.getLogger("bench.serve_throughput")
 
@@ -327,39 +335,19 @@ def export_bundles(
 
 
 # ----------------------------------------------------------------------------------------------------------
-# The model's own time, in process: the batching ceiling and, per round, the server overhead probe
+# The model in process (the batching ceiling), and the server overhead probe
 # ----------------------------------------------------------------------------------------------------------
 
 
 class InProcessModel:
     """The server's own runtime (electra.serving.runtime.ModelRunner: the same session options, e.g. idle
-    threads that sleep rather than spin, --threads as intra-op threads) loaded in this process, with each
-    text's model inputs encoded as the server encodes them (truncated at the bundle's max_seq_len)."""
+    threads that sleep rather than spin, --threads as intra-op threads) loaded in this process."""
 
     def __init__(self, bundle: Path, device: str, threads: int | None) -> None:
         from electra.serving.runtime import ModelRunner
 
         self.runner = ModelRunner("in-process", bundle, device, threads or 0)
         self.session = self.runner.session
-        self._feeds: dict[str, dict[str, Any]] = {}
-
-    def feed(self, text: str) -> dict[str, Any]:
-        if text not in self._feeds:
-            self._feeds[text] = self.runner.pad(self.runner.encode([text]))
-        return self._feeds[text]
-
-    def run_s(self, text: str) -> float:
-        """Seconds of one `session.run` on `text`'s inputs (inputs prepared beforehand, not timed)."""
-        from electra.bundle import OUTPUT_NAME
-
-        feed = self.feed(text)
-        t = time.perf_counter()
-        self.session.run([OUTPUT_NAME], feed)
-        return time.perf_counter() - t
-
-    def warm_up(self, texts: Sequence[str]) -> None:
-        for text in texts:  # ORT grows its arenas on the first calls at new shapes
-            self.run_s(text)
 
 
 def batching_ceiling(model: InProcessModel, texts: Sequence[str], batch_size: int) -> dict[str, Any]:
@@ -402,49 +390,59 @@ def batching_ceiling(model: InProcessModel, texts: Sequence[str], batch_size: in
     }
 
 
-async def overhead_probe(
-    base_url: str, path: str, texts: Sequence[str], model: InProcessModel, repeats: int = 3
-) -> dict[str, Any]:
-    """Per text, `repeats` times in alternation: the server's latency for it (one request, keep-alive
-    connection, this process's client), then the in-process `session.run` on the same text's inputs.
+async def overhead_probe(base_url: str, path: str, texts: Sequence[str], repeats: int = 3) -> dict[str, Any]:
+    """Per text, `repeats` requests one at a time (keep-alive, this process's client): each one's latency
+    minus the model's time for it, from the server's Server-Timing header (electra.serving.timing).
 
-    overhead_p50_ms: the median over texts of (the text's median latency - its median session.run), each
-    pair measured within milliseconds of each other, so a drift in the machine's speed cancels;
-    overhead_floor_p50_ms: the same with each side's minimum over the repeats, which also drops the moments
-    another process had the cores (on a shared machine the steadier figure). What both hold: HTTP over
-    loopback and this client, JSON, tokenization, queueing, the thread hops to ONNX Runtime and back,
-    post-processing.
+    overhead_p50_ms: the median over texts of each text's median difference; overhead_floor_p50_ms: the
+    same with each text's minimum, which drops the moments another process had the cores. Both hold HTTP
+    over loopback and this client, JSON, tokenization, queueing, the hand-off to ONNX Runtime and back, and
+    post-processing; the model's own time is out, measured by the server around the very call, so the
+    machine's drift cancels request by request.
     """
     url = httpx.URL(base_url)
     conn = RawHTTP(url.host, url.port or 80)
     requests = [raw_request(url.host, url.port or 80, path, request_body(path.strip("/"), t)) for t in texts]
-    server_s: list[list[float]] = []
-    model_s: list[list[float]] = []
+    latency_ms: list[float] = []
+    stages_ms: list[dict[str, float]] = []
+    overhead: list[list[float]] = []  # per text, latency - model of each repeat
     try:
-        for text, request in zip(texts, requests, strict=True):
-            server_s.append([])
-            model_s.append([])
+        for request in requests:
+            overhead.append([])
             for _ in range(repeats):
                 t = time.perf_counter()
                 status, body = await conn.post(request)
-                server_s[-1].append(time.perf_counter() - t)
+                latency_ms.append(1e3 * (time.perf_counter() - t))
                 if status != 200:
                     raise BenchError(f"{base_url}{path} answered {status}: {body[:200]!r}")
-                model_s[-1].append(model.run_s(text))
+                stages_ms.append(server_timing(conn.head))
+                if "model" not in stages_ms[-1]:
+                    raise BenchError(f"{base_url}{path}: no model time in its Server-Timing header")
+                overhead[-1].append(latency_ms[-1] - stages_ms[-1]["model"])
     finally:
         conn.close()
-    medians = [(statistics.median(a), statistics.median(b)) for a, b in zip(server_s, model_s, strict=True)]
-    floors = [(min(a), min(b)) for a, b in zip(server_s, model_s, strict=True)]
-    return {
+    out = {
         "texts": len(texts),
         "repeats": repeats,
-        "server_p50_ms": 1e3 * statistics.median(a for a, _ in medians),
-        "session_run_p50_ms": 1e3 * statistics.median(b for _, b in medians),
-        "overhead_p50_ms": 1e3 * statistics.median(a - b for a, b in medians),
-        "overhead_floor_p50_ms": 1e3 * statistics.median(a - b for a, b in floors),
-        "difference_of_p50s_ms": 1e3
-        * (statistics.median(a for a, _ in medians) - statistics.median(b for _, b in medians)),
+        "server_p50_ms": statistics.median(latency_ms),
+        "overhead_p50_ms": statistics.median(statistics.median(o) for o in overhead),
+        "overhead_floor_p50_ms": statistics.median(min(o) for o in overhead),
     }
+    for stage in ("model", "tokenize", "queue"):
+        values = [st[stage] for st in stages_ms if stage in st]
+        out[f"{stage}_p50_ms"] = statistics.median(values) if values else None
+    return out
+
+
+def server_timing(head: bytes) -> dict[str, float]:
+    """The Server-Timing durations (ms) in a response head; {} without the header."""
+    from electra.serving.timing import parse
+
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"server-timing":
+            return parse(value.decode("latin-1"))
+    return {}
 
 
 async def http_floor(base_url: str, requests: int = FLOOR_REQUESTS) -> float:
@@ -479,6 +477,7 @@ class ServerSpec:
     name: str
     command: list[str]  # without --port, which is chosen at start
     ours: bool = True  # an `electra serve`: has /metrics with the model's own inference time
+    loaded: bool = True  # takes part in the load windows (bare is only probed)
 
 
 def server_specs(
@@ -499,14 +498,21 @@ def server_specs(
     naive = [sys.executable, str(ROOT / "bench" / "naive_server.py"), "--detector", str(model_dirs[DETECTOR])]
     naive += ["--classifier", str(model_dirs[CLASSIFIER]), "--host", "127.0.0.1", "--device", device]
     naive += ["--max-length", str(max_seq_len)] + (["--threads", str(threads)] if threads else [])
+    bare = [sys.executable, str(ROOT / "bench" / "bare_server.py"), "--bundle"]
+    bare += [str(bundles["fp32"][DETECTOR]), "--host", "127.0.0.1", "--device", device]
+    bare += ["--threads", str(threads)] if threads else []
     commands = {
         "ours_batched": lambda: ours("fp32", []),
         "ours_unbatched": lambda: ours("fp32", ["--max-batch-size", "1"]),
         "ours_granian": lambda: ours("fp32", ["--http-server", "granian"]),
         "ours_int8": lambda: ours("int8", []),
         "naive": lambda: naive,
+        "bare": lambda: bare,
     }
-    return [ServerSpec(name, commands[name](), ours=name != "naive") for name in configs]
+    return [
+        ServerSpec(name, commands[name](), ours=name.startswith("ours"), loaded=name != "bare")
+        for name in configs
+    ]
 
 
 def process_cpu_s(pid: int) -> float:
@@ -632,6 +638,7 @@ class RawHTTP:
         self.host, self.port = host, port
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+        self.head = b""  # the last response's status line and headers
 
     async def post(self, request: bytes) -> tuple[int, bytes]:
         if self.writer is None:
@@ -639,7 +646,7 @@ class RawHTTP:
         assert self.reader is not None
         try:
             self.writer.write(request)
-            head = await self.reader.readuntil(b"\r\n\r\n")
+            head = self.head = await self.reader.readuntil(b"\r\n\r\n")
             status = int(head[9:12])
             length = 0
             for line in head.split(b"\r\n")[1:]:
@@ -976,25 +983,30 @@ def aggregate(rounds: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def overhead_summary(rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per ours configuration: the median over rounds of the probe's figures, and each round's overhead."""
+    """Per probed configuration: the median over rounds of the probe's figures and each round's overhead;
+    for ours, also the median over rounds of (ours - bare) within the round, and of the c=1 windows' mean
+    latency minus the server's own mean inference time (a second estimate, from its /metrics)."""
     out: dict[str, Any] = {}
     configs = sorted({name for record in rounds for name in record.get("overhead", {})})
     for config in configs:
         probes = [record["overhead"][config] for record in rounds if config in record.get("overhead", {})]
-        out[config] = {
-            key: median_or_none([p.get(key) for p in probes])
-            for key in (
-                "overhead_p50_ms",
-                "overhead_floor_p50_ms",
-                "difference_of_p50s_ms",
-                "server_p50_ms",
-                "session_run_p50_ms",
-            )
-        } | {
+        keys = ("overhead_p50_ms", "overhead_floor_p50_ms", "server_p50_ms", "model_p50_ms")
+        out[config] = {key: median_or_none([p.get(key) for p in probes]) for key in keys} | {
+            "tokenize_p50_ms": median_or_none([p.get("tokenize_p50_ms") for p in probes]),
+            "queue_p50_ms": median_or_none([p.get("queue_p50_ms") for p in probes]),
             "health_live_p50_ms": median_or_none([p.get("health_live_p50_ms") for p in probes]),
             "overhead_p50_ms_per_round": [p.get("overhead_p50_ms") for p in probes],
             "overhead_floor_p50_ms_per_round": [p.get("overhead_floor_p50_ms") for p in probes],
         }
+        if config == "bare":
+            continue
+        beyond = [
+            record["overhead"][config]["overhead_p50_ms"] - record["overhead"]["bare"]["overhead_p50_ms"]
+            for record in rounds
+            if config in record.get("overhead", {}) and "bare" in record["overhead"]
+        ]
+        out[config]["beyond_bare_p50_ms"] = median_or_none(beyond)
+        out[config]["beyond_bare_p50_ms_per_round"] = beyond
         c1 = [
             w.get("mean_minus_model_ms")
             for record in rounds
@@ -1017,6 +1029,7 @@ def check_targets(ratios: dict[str, Any], overhead: dict[str, Any]) -> dict[str,
     speedup, p99 = median("batched_vs_naive_rps"), median("naive_vs_batched_p99")
     batching = median("batched_vs_unbatched_rps")
     over = overhead.get("ours_batched", {}).get("overhead_p50_ms")
+    floor = overhead.get("bare", {}).get("overhead_p50_ms")
     return {
         "endpoint": TARGET_ENDPOINT,
         "concurrency": TARGET_CONCURRENCY,
@@ -1041,6 +1054,9 @@ def check_targets(ratios: dict[str, Any], overhead: dict[str, Any]) -> dict[str,
             "max": TARGETS["overhead_p50_ms_max"],
             "measured": over,
             "met": met(over, over is not None and over < TARGETS["overhead_p50_ms_max"]),
+            # Not a target: the same figure for bench/bare_server.py, the floor of any Python server here.
+            "bare_server": floor,
+            "beyond_bare": overhead.get("ours_batched", {}).get("beyond_bare_p50_ms"),
         },
     }
 
@@ -1091,6 +1107,11 @@ def print_targets(targets: dict[str, Any]) -> None:
     t = targets["overhead_p50_ms"]
     measured = fmt(t["measured"], ".2f")
     print(f"target: server overhead < {t['max']} ms at p50, concurrency 1: {measured} ms ({word(t['met'])})")
+    if t.get("bare_server") is not None:
+        print(
+            f"        a bare ASGI server's overhead by the same measure: {fmt(t['bare_server'], '.2f')} ms; "
+            f"ours beyond it: {fmt(t.get('beyond_bare'), '.2f')} ms"
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -1174,13 +1195,9 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     bundles, bundle_info = export_bundles(work, model_dirs, precisions, args.max_seq_len)
     setup_s = time.perf_counter() - started
 
-    # The detector as the servers run it, in this process: the batching ceiling now, before any server
-    # starts, and the model's own time in every round's overhead probe.
+    # The detector as the servers run it, in this process, for the batching ceiling, before any server starts.
     model = InProcessModel(bundles["fp32"][DETECTOR], args.device, args.threads)
     probe_texts = texts[: args.probe_texts]
-    # Every probe text's shape once, twice: ORT grows its arenas on a shape's first calls, which the servers
-    # have long done by the time the probe runs.
-    model.warm_up(probe_texts * 2)
     ceiling = batching_ceiling(
         model, texts[: max(BATCH_CEILING_SIZE * 4, args.probe_texts)], BATCH_CEILING_SIZE
     )
@@ -1198,20 +1215,24 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         for server in servers:  # all up before the first round, kept up to the last
             server.start()
             print(f"{server.name}: ready in {server.startup_s:.1f}s on port {server.port}", flush=True)
-            check_responses(server.url, texts[:3])
-        ours = [s for s in servers if s.spec.ours and s.name in ("ours_batched", "ours_granian")]
+            if server.spec.loaded:  # bare answers bare logits
+                check_responses(server.url, texts[:3])
+        probed = [s for s in servers if s.name in PROBED]
 
         async def probe(round_index: int) -> dict[str, Any]:
             out = {}
-            for server in round_order(ours, round_index):
-                result = await overhead_probe(server.url, f"/{TARGET_ENDPOINT}", probe_texts, model)
+            for server in round_order(probed, round_index):
+                # Every probe text's shape once first: ONNX Runtime grows its arenas on a shape's first calls.
+                if round_index == 0:
+                    await overhead_probe(server.url, f"/{TARGET_ENDPOINT}", probe_texts, repeats=1)
+                result = await overhead_probe(server.url, f"/{TARGET_ENDPOINT}", probe_texts)
                 result["health_live_p50_ms"] = await http_floor(server.url, FLOOR_REQUESTS)
                 out[server.name] = result
             return out
 
         rounds = asyncio.run(
             run_rounds(
-                servers,
+                [s for s in servers if s.spec.loaded],
                 points,
                 bodies,
                 args.rounds,
@@ -1224,8 +1245,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         for record in rounds:
             for name, p in record.get("overhead", {}).items():
                 print(
-                    f"round {record['round'] + 1} overhead probe {name}: server p50 "
-                    f"{p['server_p50_ms']:.2f} ms, session.run p50 {p['session_run_p50_ms']:.2f} ms, "
+                    f"round {record['round'] + 1} overhead probe {name:<13}: latency p50 "
+                    f"{p['server_p50_ms']:.2f} ms, model p50 {p['model_p50_ms']:.2f} ms, "
                     f"overhead p50 {p['overhead_p50_ms']:.2f} ms (floor {p['overhead_floor_p50_ms']:.2f} ms)",
                     flush=True,
                 )
@@ -1300,16 +1321,17 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             "incl. warm-up / requests completed in it",
             "model_ms_per_call": "electra_inference_seconds (the server's own ONNX Runtime time) per call",
             "overhead": (
-                "per round, per ours server, on /detect: probe_texts texts one at a time, 3 times each; each "
-                "time the server's end-to-end latency (this client, loopback, keep-alive), then right after, "
-                "in this process, ONNX Runtime session.run on the same text's inputs (the server's "
-                "ModelRunner: same session options, inputs encoded as the server does, prepared beforehand). "
-                "overhead_p50_ms = median over texts of (median latency - median session.run); "
-                "overhead_floor_p50_ms = the same with the minimum of each side over the 3 (what is left "
-                "when other processes did not have the cores); reported: their medians over rounds. "
-                "c1_window_mean_minus_model_ms: a second estimate, the c=1 windows' mean latency minus the "
-                "server's own mean inference time (its /metrics). health_live_p50_ms: GET /health/live one "
-                "at a time, the HTTP + client floor of any request, included in the overhead"
+                "per round, for ours_batched, ours_granian and bare, on /detect: probe_texts texts one at a "
+                "time, 3 times each; each time the end-to-end latency (this client, loopback, keep-alive) "
+                "minus the model's time for that request, from the server's Server-Timing header (model;dur: "
+                "the ONNX Runtime call it was in, timed by the server around the call). overhead_p50_ms = "
+                "median over texts of each text's median difference; overhead_floor_p50_ms = the same with "
+                "each text's minimum; reported: their medians over rounds. bare (bench/bare_server.py: "
+                "uvicorn, a bare ASGI app, tokenize + the same session on the event loop + JSON logits) is "
+                "the floor any Python server pays here; beyond_bare_p50_ms = median over rounds of (ours - "
+                "bare) in the round. c1_window_mean_minus_model_ms: a second estimate, the c=1 windows' mean "
+                "latency minus the server's own mean inference time (its /metrics). health_live_p50_ms: GET "
+                "/health/live one at a time"
             ),
             "probe_texts": args.probe_texts,
             "concurrency": args.concurrency,
@@ -1351,7 +1373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     try:
         record = run(args, work)
-    except BenchError as e:
+    except (BenchError, InputError) as e:  # InputError: e.g. a --work-dir that already holds a run's models
         print(f"error: {e}", file=sys.stderr)
         return 2
     finally:

@@ -61,9 +61,11 @@ class StubRunner:
         self.fail_on = fail_on
         self.entered = threading.Event()
         self.batches: list[list[int]] = []
+        self.threads: list[str] = []  # the thread each call ran on
 
     def infer(self, batch: list[Any]) -> list[np.ndarray]:
         self.batches.append([e.tag for e in batch])
+        self.threads.append(threading.current_thread().name)
         self.entered.set()
         if self.gate is not None:
             assert self.gate.wait(GATE_TIMEOUT_S), "the test never opened the gate"
@@ -415,3 +417,88 @@ def test_batch_metrics_count_rows_and_padded_tokens() -> None:
     assert sample(registry, "electra_tokens_processed_total") == 8 + 7 + 7  # real tokens
     assert sample(registry, "electra_queue_size") == 0
     assert sample(registry, "electra_inference_seconds_count") == 1
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Short calls on the event loop when nothing else is going on
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_a_lone_short_call_runs_on_the_event_loop_once_calls_are_timed() -> None:
+    runner = StubRunner()
+
+    async def scenario() -> None:
+        b = batcher(runner, inline_max_ms=1000.0)
+        b.start()
+        for i in range(3):
+            assert_own_rows(encs(5, start=i), await b.submit(encs(5, start=i)))
+        await b.close()
+
+    run(scenario())
+    loop_thread = threading.main_thread().name
+    # The first call has no timing to predict from, so it goes to the model's thread.
+    assert runner.threads[0] != loop_thread and runner.threads[1:] == [loop_thread, loop_thread]
+
+
+def test_calls_go_to_the_model_thread_when_inline_is_off_or_predicted_too_long() -> None:
+    for inline_max_ms, lengths in ((0.0, (5, 5, 5)), (1000.0, (5, 5, 10**9))):
+        runner = StubRunner()
+
+        async def scenario() -> None:
+            b = batcher(runner, inline_max_ms=inline_max_ms, max_batch_tokens=2 * 10**9)  # noqa: B023
+            b.start()
+            for i, n in enumerate(lengths):  # noqa: B023
+                await b.submit(encs(n, start=i))
+            await b.close()
+
+        run(scenario())
+        assert threading.main_thread().name not in runner.threads[::2], (inline_max_ms, runner.threads)
+
+
+def test_calls_go_to_the_model_thread_while_other_work_is_queued_or_on_its_way() -> None:
+    gate = threading.Event()
+    runner = StubRunner(gate=gate)
+
+    async def scenario() -> None:
+        arrivals = Arrivals()
+        b = Batcher(runner, metrics(), 8192, 1, 0.0, 100, arrivals, inline_max_ms=60_000.0)
+        b.start()
+        gate.set()
+        await b.submit(encs(5))  # timed: lone calls may now run inline
+        gate.clear()
+        runner.entered.clear()
+        # Two requests at once: the first call must leave the event loop free for the second one
+        # (a gated call on the event loop would block it, and this test, for good).
+        first = asyncio.create_task(b.submit(encs(5, start=1)))
+        second = asyncio.create_task(b.submit(encs(5, start=2)))
+        await asyncio.to_thread(runner.entered.wait, GATE_TIMEOUT_S)
+        arrivals.expect()  # and one more on its way
+        gate.set()
+        await asyncio.gather(first, second)
+        arrivals.arrived()
+        await b.close()
+
+    run(scenario())
+    assert runner.batches == [[0], [1], [2]]
+    assert threading.main_thread().name not in runner.threads
+
+
+def test_each_request_learns_its_queue_and_model_time() -> None:
+    from electra.serving import timing
+
+    runner = StubRunner()
+
+    async def scenario() -> dict[str, float]:
+        b = batcher(runner)
+        b.start()
+        stages: dict[str, float] = {}
+        token = timing._STAGES.set(stages)
+        try:
+            await b.submit(encs(5, 6))
+        finally:
+            timing._STAGES.reset(token)
+        await b.close()
+        return stages
+
+    stages = run(scenario())
+    assert set(stages) == {"queue", "model"} and all(v >= 0 for v in stages.values())

@@ -143,6 +143,58 @@ def test_overhead_summary_takes_the_median_over_rounds() -> None:
     assert summary["health_live_p50_ms"] == pytest.approx(0.1)
 
 
+def test_overhead_beyond_bare_is_taken_within_each_round() -> None:
+    ours, bare = [1.9, 1.2, 1.5], [1.0, 1.0, 0.7]
+    rounds = [
+        {
+            "windows": [],
+            "overhead": {"ours_batched": {"overhead_p50_ms": o}, "bare": {"overhead_p50_ms": b}},
+        }
+        for o, b in zip(ours, bare, strict=True)
+    ]
+    summary = st.overhead_summary(rounds)
+    # Per round 0.9, 0.2, 0.8: the median 0.8, not the difference of the medians (1.5 - 1.0).
+    assert summary["ours_batched"]["beyond_bare_p50_ms"] == pytest.approx(0.8)
+    assert summary["bare"]["overhead_p50_ms"] == pytest.approx(1.0)
+    assert "beyond_bare_p50_ms" not in summary["bare"]
+    targets = st.check_targets({}, summary)["overhead_p50_ms"]
+    assert targets["measured"] == pytest.approx(1.5) and targets["bare_server"] == pytest.approx(1.0)
+    assert targets["beyond_bare"] == pytest.approx(0.8) and targets["met"] is False
+
+
+def test_server_timing_is_read_from_a_response_head() -> None:
+    head = b"HTTP/1.1 200 OK\r\nServer-Timing: tokenize;dur=0.050, model;dur=4.25\r\n\r\n"
+    assert st.server_timing(head) == {"tokenize": 0.05, "model": 4.25}
+    assert st.server_timing(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n") == {}
+
+
+@pytest.mark.parametrize("server", ["bare", "ours"])
+def test_the_overhead_probe_takes_the_model_time_from_each_answer(
+    server: str, serving_bundles: dict[str, Path], tmp_path: Path
+) -> None:
+    from electra.serving.process import free_port, start_server
+
+    port = free_port()
+    bundle = serving_bundles["detector"]
+    if server == "bare":
+        command = [sys.executable, str(ROOT / "bench" / "bare_server.py"), "--bundle", str(bundle)]
+    else:
+        command = [sys.executable, "-m", "electra", "serve", "--model", f"detector={bundle}"]
+    command += ["--host", "127.0.0.1", "--port", str(port)]
+    url = f"http://127.0.0.1:{port}"
+    texts = ["the cat sat on the mat", "a b c", "the dog ran " * 20]
+    with start_server(command, url=url, log=tmp_path / "server.log", ready_timeout=90, cwd=ROOT):
+        probe = asyncio.run(st.overhead_probe(url, "/detect", texts, repeats=2))
+    assert probe["texts"] == 3 and probe["repeats"] == 2
+    assert 0 < probe["model_p50_ms"] < probe["server_p50_ms"]
+    # The overhead is what is left of the latency: positive, and less than all of it.
+    assert 0 < probe["overhead_floor_p50_ms"] <= probe["overhead_p50_ms"] < probe["server_p50_ms"]
+    if server == "ours":
+        assert probe["tokenize_p50_ms"] > 0 and probe["queue_p50_ms"] >= 0
+    else:
+        assert probe["tokenize_p50_ms"] is None
+
+
 def test_window_costs_and_metrics_parsing() -> None:
     text = (
         "# HELP electra_inference_seconds Time of one ONNX Runtime call (a batch)\n"

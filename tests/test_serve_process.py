@@ -630,6 +630,8 @@ def test_settings_read_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) ->
         ({"ELECTRA_MODELS": ""}, ("no model",)),
         pytest.param({"ELECTRA_MAX_WAIT_MS": "nan"}, ("max_wait_ms",), id="max-wait-nan"),
         pytest.param({"ELECTRA_MAX_WAIT_MS": "inf"}, ("max_wait_ms",), id="max-wait-inf"),
+        pytest.param({"ELECTRA_INLINE_MAX_MS": "-0.5"}, ("inline_max_ms",), id="inline-negative"),
+        pytest.param({"ELECTRA_INLINE_MAX_MS": "nan"}, ("inline_max_ms",), id="inline-nan"),
         pytest.param({"ELECTRA_GRACEFUL_TIMEOUT": "nan"}, ("graceful",), id="graceful-nan"),
         pytest.param({"ELECTRA_GRACEFUL_TIMEOUT": "inf"}, ("graceful",), id="graceful-inf"),
     ],

@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 from litestar.testing import TestClient
+from prometheus_client import REGISTRY
 
+from electra.serving import timing
 from electra.serving.app import create_app
 from electra.serving.batcher import Arrivals, Batcher, QueueFull
 from electra.serving.metrics import ModelMetrics
@@ -303,6 +305,59 @@ def test_health_schema_page_and_metrics(client: TestClient) -> None:
     ):
         assert name in metrics, name
     assert 'path="/detect"' in metrics
+
+
+def http_requests(method: str, path: str, status: int) -> float:
+    labels = {"method": method, "path": path, "status_code": str(status), "app_name": "electra"}
+    return REGISTRY.get_sample_value("electra_http_requests_total", labels) or 0.0
+
+
+def test_http_metrics_count_each_route_template_and_status(client: TestClient) -> None:
+    counted = [
+        ("POST", "/detect", 200),
+        ("POST", "/detect", 400),
+        ("GET", "/v2/models/{name}", 200),
+        ("GET", "/metrics", 200),
+    ]
+    before = [http_requests(*key) for key in counted]
+    detect(client, text="the cat")
+    assert client.post("/detect", json={"text": 3}).status_code == 400
+    assert client.get("/v2/models/detector").status_code == 200
+    client.get("/metrics")
+    after = [http_requests(*key) for key in counted]
+    # Routes are labelled by their template (a series per route, not per model); scrapes are not counted.
+    assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 1, 0]
+    labels = {"method": "POST", "path": "/detect", "app_name": "electra"}
+    assert REGISTRY.get_sample_value("electra_http_requests_in_progress", labels) == 0
+    duration = {**labels, "status_code": "200"}
+    assert REGISTRY.get_sample_value("electra_http_request_duration_seconds_count", duration) >= 1
+
+
+def test_server_timing_says_where_a_requests_time_went(client: TestClient) -> None:
+    for path, body in (
+        ("/detect", {"text": "the cat sat", "model": "detector"}),
+        ("/classify", {"text": "a fine film", "model": "sentiment"}),
+        ("/v2/models/sentiment/infer", {"inputs": [v2_text_input(["a fine film"])]}),
+    ):
+        r = client.post(path, json=body)
+        assert r.status_code == 200, r.text
+        stages = timing.parse(r.headers["server-timing"])
+        assert set(stages) == {"tokenize", "queue", "model"}, (path, stages)
+        assert all(ms >= 0 for ms in stages.values())
+        assert stages["model"] > 0
+    assert "server-timing" not in client.get("/health/live").headers
+    assert "server-timing" not in client.post("/detect", json={"text": 3}).headers
+
+
+def v2_text_input(texts: list[str]) -> dict[str, Any]:
+    return {"name": "text", "shape": [len(texts)], "datatype": "BYTES", "data": texts}
+
+
+def test_server_timing_header_parses_back() -> None:
+    value = timing.header_value({"tokenize": 0.000061, "model": 0.0054125}).decode()
+    assert value == "tokenize;dur=0.061, model;dur=5.412"
+    assert timing.parse(value) == {"tokenize": 0.061, "model": 5.412}
+    assert timing.parse('cache;desc="hit", db;dur=53, app;desc=x;dur=47.2') == {"db": 53.0, "app": 47.2}
 
 
 def test_serving_imports_neither_torch_nor_transformers() -> None:

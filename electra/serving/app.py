@@ -48,13 +48,14 @@ from litestar.openapi.plugins import (
     YamlRenderPlugin,
 )
 from litestar.params import Body
-from litestar.plugins.prometheus import PrometheusConfig, PrometheusController
+from litestar.plugins.prometheus import PrometheusController
 
 from electra import __version__
 from electra.errors import InputError
+from electra.serving import timing
 from electra.serving.batcher import Arrivals, Batcher, InferenceFailed, QueueFull, ShuttingDown
 from electra.serving.json_body import NOT_JSON, TOO_DEEP, MalformedBody, why_not_json
-from electra.serving.metrics import ModelMetrics
+from electra.serving.metrics import ModelMetrics, http_metrics
 from electra.serving.open_inference import ProtocolError
 from electra.serving.openapi_bodies import document_infer_body
 from electra.serving.postprocess import classify_result, detect_result
@@ -77,6 +78,7 @@ from electra.serving.schemas import (
 )
 from electra.serving.settings import ServeSettings
 from electra.serving.tagging import tag_result
+from electra.serving.timing import server_timing
 from electra.serving.windows import TokenLogits, default_stride, first_window, max_stride, merge, split
 
 log = logging.getLogger("electra.serving")
@@ -146,6 +148,7 @@ class ServerState:
                 s.max_wait_ms,
                 s.max_queue,
                 self.arrivals,
+                s.inline_max_ms,
             )
             batcher.start()
             self.batchers[name] = batcher
@@ -380,7 +383,9 @@ class ServerState:
             encoded = encode(items)
         else:
             encoded = await asyncio.to_thread(encode, items)
-        self.metrics[runner.name].tokenization.observe(time.perf_counter() - start)
+        elapsed = time.perf_counter() - start
+        self.metrics[runner.name].tokenization.observe(elapsed)
+        timing.add("tokenize", elapsed)
         return encoded
 
     async def run(self, runner: ModelRunner, encoded: list[Encoded], inputs: int) -> list[Any]:
@@ -590,7 +595,6 @@ def create_app(
     """The ASGI app. `runners` (models already loaded) is for tests and embedding; default: load them."""
     settings = settings.with_keys()
     state = ServerState(settings, runners if runners is not None else load_runners(settings), on_ready)
-    prometheus = _prometheus()
     # Without keys no guard at all: Litestar copies the handler for every guard call on every request.
     guards = [_key_guard(state)] if settings.api_keys else []
     app = Litestar(
@@ -601,7 +605,11 @@ def create_app(
             PrometheusController,
         ],
         lifespan=[state.lifespan],
-        middleware=[count_arrivals(state.arrivals, tuple(KIND_ROUTE.values())), prometheus.middleware],
+        middleware=[
+            count_arrivals(state.arrivals, tuple(KIND_ROUTE.values())),
+            http_metrics(),
+            server_timing,
+        ],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=_openapi_config(),
         cors_config=CORSConfig(allow_origins=["*"], allow_headers=["Authorization", "Content-Type"]),
@@ -710,17 +718,6 @@ def _open_routes(state: ServerState) -> list[Any]:
         return page
 
     return [live, ready, index]
-
-
-def _prometheus() -> PrometheusConfig:
-    """HTTP metrics per route and status (electra_http_*); /metrics itself is not counted."""
-    return PrometheusConfig(
-        app_name="electra",
-        prefix="electra_http",
-        group_path=True,
-        exclude_unhandled_paths=True,
-        exclude=["/metrics"],
-    )
 
 
 SCHEMA_PATH = "/schema"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
+from typing import Any
 
 import numpy as np
 
@@ -17,29 +18,36 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 def detect_result(text: str, enc: Encoded, logits: np.ndarray, threshold: float, level: str) -> DetectResult:
     """Scores of the real tokens of `text` (not [CLS]/[SEP]); level "word" merges pieces (max score)."""
-    scores = sigmoid(logits)
+    scores: list[float] = sigmoid(logits).tolist()  # one conversion, not a numpy scalar per token
     offsets = with_marks(text, enc.offsets)
+    special = enc.special
     tokens: list[Token] = []
     if level == "word":
-        words: dict[int, list[int]] = {}
+        spans: dict[int, list[Any]] = {}  # word -> [start, end, score], in order of first piece
         for i, word in enumerate(enc.word_ids):
-            if word is not None and not enc.special[i]:
-                words.setdefault(word, []).append(i)
-        for pieces in words.values():
-            start = min(offsets[i][0] for i in pieces)
-            end = max(offsets[i][1] for i in pieces)
-            score = float(max(scores[i] for i in pieces))
+            if word is None or special[i]:
+                continue
+            start, end = offsets[i]
+            span = spans.get(word)
+            if span is None:
+                spans[word] = [start, end, scores[i]]
+            else:
+                span[0], span[1], span[2] = min(span[0], start), max(span[1], end), max(span[2], scores[i])
+        for start, end, score in spans.values():
             tokens.append(Token(text[start:end], start, end, score, score >= threshold))
     else:
         for i, (start, end) in enumerate(offsets):
-            if enc.special[i]:
-                continue
-            score = float(scores[i])
-            tokens.append(Token(text[start:end], start, end, score, score >= threshold))
+            if not special[i]:
+                score = scores[i]
+                tokens.append(Token(text[start:end], start, end, score, score >= threshold))
     replaced = sum(t.replaced for t in tokens)
     return DetectResult(
         tokens=tokens, replaced_fraction=replaced / len(tokens) if tokens else 0.0, truncated=enc.truncated
     )
+
+
+# Below this code point no character is a combining mark (category M*), so most tokens skip the lookup.
+FIRST_MARK = "\u0300"
 
 
 def with_marks(text: str, offsets: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -47,12 +55,15 @@ def with_marks(text: str, offsets: list[tuple[int, int]]) -> list[tuple[int, int
     "cafe\u0301" tokenizes to "cafe" and the mark would be left outside every token)."""
     out = list(offsets)
     starts: list[int] | None = None  # sorted token starts, built only when some token is followed by a mark
+    n = len(text)
     for i, (start, end) in enumerate(offsets):
-        if end <= start or end >= len(text) or not unicodedata.category(text[end]).startswith("M"):
+        if end <= start or end >= n or text[end] < FIRST_MARK:
+            continue
+        if not unicodedata.category(text[end]).startswith("M"):
             continue
         if starts is None:
             starts = sorted(s for s, e in offsets if e > s)
-        limit = next((s for s in starts if s >= end), len(text))
+        limit = next((s for s in starts if s >= end), n)
         while end < limit and unicodedata.category(text[end]).startswith("M"):
             end += 1
         out[i] = (start, end)
