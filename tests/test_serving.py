@@ -662,3 +662,22 @@ def test_unbatched_server_gives_the_same_answers(serving_bundles: dict[str, Path
         np.testing.assert_allclose(
             [t["score"] for t in a["tokens"]], [t["score"] for t in b["tokens"]], atol=1e-5
         )
+
+
+def test_cuda_libraries_are_preloaded_quietly(capsys: pytest.CaptureFixture[str]) -> None:
+    from types import SimpleNamespace
+
+    from electra.serving.runtime import preload_cuda_libraries
+
+    def preload_dlls() -> None:
+        print("Failed to load libcublas.so.13: cannot open shared object file")
+
+    said = preload_cuda_libraries(SimpleNamespace(preload_dlls=preload_dlls))
+    assert said.startswith("Failed to load libcublas.so.13")
+    assert capsys.readouterr() == ("", "")  # kept for the error message, off the console
+
+    def broken() -> None:
+        raise OSError("no such directory")
+
+    assert "no such directory" in preload_cuda_libraries(SimpleNamespace(preload_dlls=broken))
+    assert preload_cuda_libraries(SimpleNamespace()) == ""  # ONNX Runtime before 1.21

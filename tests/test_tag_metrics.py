@@ -120,3 +120,20 @@ def test_bad_input_is_a_value_error() -> None:
         tag_metrics([["I-PER"]], [["O"]])
     with pytest.raises(ValueError, match="no tokens"):
         tag_metrics([], [])
+
+
+def test_a_missing_seqeval_is_a_clear_error_before_any_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from electra.errors import InputError
+    from electra.training.finetune.tag_metrics import require_seqeval
+
+    require_seqeval()  # installed here (train extra)
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: object) -> object:
+        return None if name == "seqeval" else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    with pytest.raises(InputError, match="pip install seqeval"):
+        require_seqeval()

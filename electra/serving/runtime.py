@@ -5,6 +5,8 @@ Imports neither torch nor transformers: a serving image carries ONNX Runtime, to
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +55,25 @@ def _encoded(enc: tokenizers.Encoding, truncated: bool) -> Encoded:
     )
 
 
+def preload_cuda_libraries(ort: Any) -> str:
+    """Load the CUDA and cuDNN libraries ONNX Runtime's CUDA provider needs from the nvidia-* pip packages
+    (the ones PyTorch installs) when they are not on the loader's path, with onnxruntime.preload_dlls
+    (1.21+); without it, a Python environment whose CUDA comes from pip, not from the system, serves on CPU.
+
+    Returns what preload_dlls printed (the libraries it could not load; "" when all loaded), which explains a
+    CUDA provider that then fails to start; it is kept off the console, where it would precede that error.
+    """
+    if not hasattr(ort, "preload_dlls"):
+        return ""
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+        try:
+            ort.preload_dlls()
+        except Exception as e:  # a best effort: the session's own start-up says whether CUDA works
+            print(f"preload_dlls failed: {e}")
+    return said.getvalue().strip()
+
+
 class TooLong(InputError):
     """A text over the model's token limit with truncate=false."""
 
@@ -98,7 +119,9 @@ class ModelRunner:
         # Idle ORT worker threads spin by default, taking the cores the event loop needs for HTTP and
         # tokenization between batches; in a server they should sleep.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        preloaded = ""
         if device == "cuda":
+            preloaded = preload_cuda_libraries(ort)
             if "CUDAExecutionProvider" not in ort.get_available_providers():
                 raise InputError(
                     "--device cuda: this ONNX Runtime has no CUDA provider (install onnxruntime-gpu, "
@@ -116,7 +139,10 @@ class ModelRunner:
             first = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
             raise InputError(f"{self.path / MODEL_ONNX}: ONNX Runtime cannot load it ({first})") from None
         if device == "cuda" and "CUDAExecutionProvider" not in self.session.get_providers():
-            raise InputError(f"{self.path}: ONNX Runtime fell back to CPU; the CUDA provider failed to start")
+            why = f" ({preloaded.splitlines()[0]})" if preloaded else ""
+            raise InputError(
+                f"{self.path}: ONNX Runtime fell back to CPU; the CUDA provider failed to start{why}"
+            )
         self._inputs = [i.name for i in self.session.get_inputs()]
 
     # ------------------------------------------------------------------------------------------------------

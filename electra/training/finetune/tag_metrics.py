@@ -11,9 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from electra.errors import InputError
 from electra.training.finetune.tagging_data import OUTSIDE, TagSequenceError, repair_iob2, to_iob2
 
 MAIN_METRIC = "f1"
+
+
+def require_seqeval() -> None:
+    """InputError unless seqeval is importable: called before training or evaluating a tagger, so a missing
+    package stops the run at once rather than at its first evaluation, after an epoch of training."""
+    import importlib.util
+
+    if importlib.util.find_spec("seqeval") is None:
+        raise InputError(
+            "token classification is scored with seqeval, which is not installed "
+            "(pip install seqeval, or the train extra: pip install 'electra[train]')"
+        )
 
 
 def tag_metrics(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -> dict[str, float]:

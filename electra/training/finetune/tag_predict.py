@@ -15,7 +15,7 @@ from electra.tokenizer import special_ids
 from electra.training.device import resolve_device
 from electra.training.finetune.model_dir import load_model_tokenizer, load_trained
 from electra.training.finetune.tag_encoding import encode_sentences, eval_max_len, word_tags
-from electra.training.finetune.tag_metrics import tag_metrics
+from electra.training.finetune.tag_metrics import require_seqeval, tag_metrics
 from electra.training.finetune.tag_trainer import gold_tags, predict_token_logits
 from electra.training.finetune.tagging_data import TaggedSentence, check_known, read_tagged, write_predictions
 from electra.training.finetune.tagging_tasks import CORPORA, TaggingTask, corpus_file, task_for_labels
@@ -62,6 +62,7 @@ def evaluate_tagger(
     device: str | None = None,
 ) -> dict[str, dict[str, float]]:
     """seqeval metrics by split: a corpus's dev and test files in `data_dir`, or "dev" for the file `dev`."""
+    require_seqeval()
     tagger = load_tagger(model_dir, task, scheme, device)
     if task in CORPORA:
         corpus = CORPORA[task]

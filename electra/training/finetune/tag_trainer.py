@@ -29,7 +29,7 @@ from electra.training.finetune.tag_encoding import (
     eval_max_len,
     word_tags,
 )
-from electra.training.finetune.tag_metrics import tag_metrics
+from electra.training.finetune.tag_metrics import require_seqeval, tag_metrics
 from electra.training.finetune.tagging_data import TaggedSentence
 from electra.training.finetune.tagging_tasks import load_tagging_data
 from electra.training.finetune.trainer import FinetuneTrainer
@@ -37,6 +37,7 @@ from electra.training.finetune.trainer import FinetuneTrainer
 
 class TaggerTrainer(FinetuneTrainer):
     def load_data(self) -> None:
+        require_seqeval()
         cfg = self.cfg
         data = load_tagging_data(
             cfg.task,
