@@ -85,6 +85,7 @@ sys.path.insert(0, str(ROOT))
 
 from electra.errors import InputError  # noqa: E402
 from electra.serving.process import ServerNotReady, ServerProcess, free_port, stop  # noqa: E402
+from electra.serving.timing import parse as parse_server_timing  # noqa: E402
 from electra.tokenizer import load_tokenizer, save_tokenizer  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
@@ -436,12 +437,10 @@ async def overhead_probe(base_url: str, path: str, texts: Sequence[str], repeats
 
 def server_timing(head: bytes) -> dict[str, float]:
     """The Server-Timing durations (ms) in a response head; {} without the header."""
-    from electra.serving.timing import parse
-
     for line in head.split(b"\r\n")[1:]:
         name, _, value = line.partition(b":")
         if name.strip().lower() == b"server-timing":
-            return parse(value.decode("latin-1"))
+            return parse_server_timing(value.decode("latin-1"))
     return {}
 
 

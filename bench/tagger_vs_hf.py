@@ -192,26 +192,34 @@ class TimedTagger(TaggerTrainer):
             self.eval_s += time.perf_counter() - started
 
 
+def ours_config(
+    common: Common, out: Path, recipe: str, seed: int, max_train_examples: int | None
+) -> FinetuneConfig:
+    """`electra finetune --task conll2003` as every run of ours here trains: one seed, on CPU."""
+    args = common.args
+    return FinetuneConfig(
+        task=TASK,
+        model=args.model,
+        out=out,
+        data_dir=args.data_dir,
+        recipe=recipe,
+        seeds=[seed],
+        epochs=args.epochs,
+        lr=common.lr,
+        batch_size=args.batch_size,
+        max_seq_len=args.max_seq_len,
+        warmup_fraction=args.warmup_fraction,
+        max_train_examples=max_train_examples,
+        device="cpu",
+        progress=False,
+    )
+
+
 def run_ours(common: Common, recipe: str, seed: int, tmp: Path) -> dict[str, Any]:
     args = common.args
     started = time.perf_counter()
     trainer = TimedTagger(
-        FinetuneConfig(
-            task=TASK,
-            model=args.model,
-            out=tmp / f"ours-{recipe}-{seed}",
-            data_dir=args.data_dir,
-            recipe=recipe,
-            seeds=[seed],
-            epochs=args.epochs,
-            lr=common.lr,
-            batch_size=args.batch_size,
-            max_seq_len=args.max_seq_len,
-            warmup_fraction=args.warmup_fraction,
-            max_train_examples=args.max_train_examples,
-            device="cpu",
-            progress=False,
-        )
+        ours_config(common, tmp / f"ours-{recipe}-{seed}", recipe, seed, args.max_train_examples)
     )
     summary = trainer.run()
     full_s = time.perf_counter() - started
@@ -362,25 +370,7 @@ def lockstep(common: Common, tmp: Path, sentences: int = 800, seed: int = 1) -> 
     """ours-hf and hf-trainer from the same initial weights (head included), in the same batch order, with
     dropout off: if both do the same updates, the trained weights agree to float rounding. The seeds' F1
     spread is then the only source of their F1 difference (data order, dropout masks, head draw)."""
-    args = common.args
-    trainer = TaggerTrainer(
-        FinetuneConfig(
-            task=TASK,
-            model=args.model,
-            out=tmp / "lockstep",
-            data_dir=args.data_dir,
-            recipe="hf",
-            seeds=[seed],
-            epochs=args.epochs,
-            lr=common.lr,
-            batch_size=args.batch_size,
-            max_seq_len=args.max_seq_len,
-            warmup_fraction=args.warmup_fraction,
-            max_train_examples=sentences,
-            device="cpu",
-            progress=False,
-        )
-    )
+    trainer = TaggerTrainer(ours_config(common, tmp / "lockstep", "hf", seed, sentences))
     trainer.setup(seed)
     for module in trainer.model.modules():
         if isinstance(module, nn.Dropout):

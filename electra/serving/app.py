@@ -641,43 +641,30 @@ def _key_guard(state: ServerState) -> Callable[..., Awaitable[None]]:
 
 def _keyed_routes(state: ServerState, guards: list[Any]) -> list[Any]:
     """/detect, /classify, /tag and /models: behind the API keys when the server has some."""
-
-    @post(
-        "/detect",
+    inference = functools.partial(
+        post,
         status_code=200,
         guards=guards,
         before_request=read_json_body,
         tags=["inference"],
         responses=INFERENCE_ERRORS,
     )
+
+    @inference("/detect")
     async def detect(
         data: Annotated[DetectRequest, Body(media_type=RequestEncodingType.JSON)],
     ) -> DetectResponse:
         """Score every token of each text: probability that it was replaced (ELECTRA's discriminator)."""
         return await state.detect(data)
 
-    @post(
-        "/classify",
-        status_code=200,
-        guards=guards,
-        before_request=read_json_body,
-        tags=["inference"],
-        responses=INFERENCE_ERRORS,
-    )
+    @inference("/classify")
     async def classify(
         data: Annotated[ClassifyRequest, Body(media_type=RequestEncodingType.JSON)],
     ) -> ClassifyResponse:
         """Label each input (or text pair) with a fine-tuned classifier; regression answers a score."""
         return await state.classify(data)
 
-    @post(
-        "/tag",
-        status_code=200,
-        guards=guards,
-        before_request=read_json_body,
-        tags=["inference"],
-        responses=INFERENCE_ERRORS,
-    )
+    @inference("/tag")
     async def tag(
         data: Annotated[TagRequest, Body(media_type=RequestEncodingType.JSON)],
     ) -> TagResponse:
