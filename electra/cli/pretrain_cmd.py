@@ -14,7 +14,7 @@ from electra.errors import InputError
 from electra.hub import LOCAL_OR_HUB, REVISION_HELP
 from electra.sizes import SIZES
 from electra.training.device import DEVICES, PRECISIONS
-from electra.training.pretrain.config import ADAMS, OBJECTIVES, PretrainConfig
+from electra.training.pretrain.config import ADAMS, EMBEDDING_SHARINGS, OBJECTIVES, PretrainConfig
 
 # The defaults shown in --help and used when an option is left out: PretrainConfig's (one source); the
 # options left None there follow the paper's recipe for the size (electra.sizes).
@@ -106,6 +106,14 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         choices=OBJECTIVES,
         help="electra (replaced-token detection) or mlm (the BERT-style baseline, same encoder) "
         "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--embedding-sharing",
+        default=DEFAULTS["embedding_sharing"],
+        choices=EMBEDDING_SHARINGS,
+        help="tied: one embedding block for generator and discriminator (ELECTRA); gdes: the discriminator's "
+        "is stop_gradient(generator's) + its own zero-initialised residual (DeBERTaV3), folded in when "
+        "saved; none: two blocks (default: %(default)s)",
     )
     p.add_argument(
         "--generator-size",

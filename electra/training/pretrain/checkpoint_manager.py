@@ -31,6 +31,8 @@ from electra.training.pretrain.rng import GlobalRng
 MODEL_STATE = "model"  # -> model.safetensors
 OPTIMIZER_STATE = "optimizer"  # -> optimizer.pt
 RNG_STATE = "rng"  # -> rng.pt
+# What a checkpoint written before a run setting existed was trained with.
+RUN_DEFAULTS = {"embedding_sharing": "tied"}
 
 
 class Stateful(Protocol):
@@ -133,8 +135,9 @@ class CheckpointManager:
 
     def _check_same_run(self, path: Path, saved: dict[str, Any]) -> None:
         for key, mine in self.run.items():
-            if saved[key] != mine:
+            theirs = saved.get(key, RUN_DEFAULTS.get(key))
+            if theirs != mine:
                 raise InputError(
-                    f"cannot resume {path}: it was trained with {key}={saved[key]}, now {mine}; "
+                    f"cannot resume {path}: it was trained with {key}={theirs}, now {mine}; "
                     "use the original settings or another --out"
                 )

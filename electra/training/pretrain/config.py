@@ -11,6 +11,8 @@ from electra.errors import InputError
 from electra.sizes import SIZES
 
 OBJECTIVES = ("electra", "mlm")
+# How the generator and discriminator share embeddings (electra.training.pretrain.embedding_sharing).
+EMBEDDING_SHARINGS = ("tied", "gdes", "none")
 # electra.training.optim.ADAMS, mirrored so the CLI's --help needs no torch (tests/test_recipes.py checks).
 ADAMS = ("official", "torch")
 # Options that count something and make no sense below one.
@@ -31,6 +33,7 @@ class PretrainConfig:
     out: Path
     size: str = "small"
     objective: str = "electra"
+    embedding_sharing: str = "tied"
     steps: int | None = None
     batch_size: int | None = None
     grad_accum: int = 1
@@ -70,6 +73,11 @@ class PretrainConfig:
             raise InputError(f"--size {self.size!r} is not one of {', '.join(SIZES)}")
         if self.objective not in OBJECTIVES:
             raise InputError(f"--objective {self.objective!r} is not one of {', '.join(OBJECTIVES)}")
+        if self.embedding_sharing not in EMBEDDING_SHARINGS:
+            choices = ", ".join(EMBEDDING_SHARINGS)
+            raise InputError(f"--embedding-sharing {self.embedding_sharing!r} is not one of {choices}")
+        if self.objective != "electra" and self.embedding_sharing != "tied":
+            raise InputError("--embedding-sharing applies to --objective electra only (mlm has no generator)")
         if self.adam not in ADAMS:
             raise InputError(f"--adam {self.adam!r} is not one of {', '.join(ADAMS)}")
         size = SIZES[self.size]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from electra.errors import InputError
 from electra.files import CONFIG_JSON, DISCRIMINATOR_DIR, GENERATOR_DIR
 from electra.training.data.dataset import PretrainingData
+from electra.training.pretrain.embedding_sharing import settle_loaded_embeddings
 from electra.training.pretrain.models import ElectraPretrainer, Pretrainer
 
 if TYPE_CHECKING:
@@ -43,13 +44,21 @@ def init_from_hf(
     if any(not k.startswith(("discriminator_predictions", "generator_")) for k in missing):
         raise InputError(f"--init {disc_dir} does not match --size (missing weights: {missing[:3]})")
     log(f"initialised the discriminator from {disc_dir}")
+    if not isinstance(model, ElectraPretrainer):
+        return
     gen_dir = init / GENERATOR_DIR
-    if isinstance(model, ElectraPretrainer) and (gen_dir / CONFIG_JSON).is_file():
-        gen = load_hf_dir(gen_dir, kind="generator")
-        # The embeddings are the discriminator's, already loaded: the pair shares them.
-        own = {k: v for k, v in gen.state_dict().items() if not k.startswith("electra.embeddings.")}
+    gen_state = None
+    if (gen_dir / CONFIG_JSON).is_file():
+        gen_state = load_hf_dir(gen_dir, kind="generator").state_dict()
+        # Its embedding block (and the output layer tied to it) is settled below, as the sharing mode says.
+        own = {
+            k: v
+            for k, v in gen_state.items()
+            if not k.startswith("electra.embeddings.") and k != "generator_lm_head.weight"
+        }
         model.generator.load_state_dict(own, strict=False)
         log(f"initialised the generator from {gen_dir}")
+    settle_loaded_embeddings(model.discriminator, model.generator, gen_state)
 
 
 def export_hf(model: Pretrainer, tok: tokenizers.Tokenizer, out: Path) -> None:

@@ -15,6 +15,7 @@ from torch import nn
 
 from electra.config import ElectraConfig, generator_config
 from electra.files import DISCRIMINATOR_DIR, GENERATOR_DIR, MLM_DIR
+from electra.training.pretrain.embedding_sharing import build_pair, plain_discriminator
 from electra.training.pretrain.objective import (
     MLM_BASELINE,
     ObjectiveConfig,
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
 
 
 class ElectraPretrainer(nn.Module):
-    """Generator + discriminator sharing one embedding block; forward runs the replaced-token objective."""
+    """Generator + discriminator, their embeddings shared as `embedding_sharing` says (embedding_sharing.py);
+    forward runs the replaced-token objective."""
 
     def __init__(
         self,
@@ -37,12 +39,11 @@ class ElectraPretrainer(nn.Module):
         gen_cfg: ElectraConfig,
         specials: SpecialTokens,
         objective: ObjectiveConfig,
+        embedding_sharing: str = "tied",
     ) -> None:
-        from electra.model import ElectraDiscriminator, ElectraGenerator
-
         super().__init__()
-        self.discriminator = ElectraDiscriminator(disc_cfg)
-        self.generator = ElectraGenerator(gen_cfg, embeddings=self.discriminator.electra.embeddings)
+        self.discriminator, self.generator = build_pair(disc_cfg, gen_cfg, embedding_sharing)
+        self.embedding_sharing = embedding_sharing
         self.specials, self.objective = specials, objective
         # Start the discriminator at the class prior (about mask_prob of the tokens are replaced). From a zero
         # bias the quickest way to the prior is to collapse the top layers onto one vector: ELECTRA-Small on
@@ -57,7 +58,7 @@ class ElectraPretrainer(nn.Module):
         return self.discriminator
 
     def hf_models(self) -> dict[str, nn.Module]:
-        return {DISCRIMINATOR_DIR: self.discriminator, GENERATOR_DIR: self.generator}
+        return {DISCRIMINATOR_DIR: plain_discriminator(self.discriminator), GENERATOR_DIR: self.generator}
 
     def forward(self, batch: dict[str, torch.Tensor], rng: torch.Generator) -> StepOutput:
         return electra_step(self.generator, self.discriminator, batch, self.specials, self.objective, rng)
@@ -108,7 +109,7 @@ def build_pretrainer(
     model: Pretrainer
     if cfg.objective == "electra":
         objective = ObjectiveConfig(mask_prob=cfg.mask_prob, disc_weight=cfg.disc_weight)
-        model = ElectraPretrainer(disc_cfg, gen_cfg, specials, objective)
+        model = ElectraPretrainer(disc_cfg, gen_cfg, specials, objective, cfg.embedding_sharing)
     else:
         objective = ObjectiveConfig(**{**asdict(MLM_BASELINE), "mask_prob": cfg.mask_prob})
         model = MlmPretrainer(disc_cfg, specials, objective)

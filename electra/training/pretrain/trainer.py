@@ -156,6 +156,7 @@ class PretrainTrainer:
         return {
             "size": self.cfg.size,
             "objective": self.cfg.objective,
+            "embedding_sharing": self.cfg.embedding_sharing,
             "batch_size": self.cfg.batch_size,
             "seq_len": self.seq_len,
             "vocab_size": self.vocab_size,
