@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from electra.training.finetune.config import FinetuneConfig  # noqa: E402
+from electra.training.finetune.run import finetune  # noqa: E402
 from electra.training.finetune.tasks import TASKS  # noqa: E402
-from electra.training.finetune.trainer import finetune  # noqa: E402
 
 # The figure each task contributes to the GLUE average (as in the paper's tables).
 SCORE = {

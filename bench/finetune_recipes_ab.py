@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 from electra.training.finetune.config import FinetuneConfig  # noqa: E402
 from electra.training.finetune.model_dir import resolve_model_dir  # noqa: E402
 from electra.training.finetune.recipe import RECIPES  # noqa: E402
+from electra.training.finetune.run import finetune  # noqa: E402
 from electra.training.finetune.tasks import TASKS  # noqa: E402
-from electra.training.finetune.trainer import finetune  # noqa: E402
 
 SMALL_GLUE = "cola,sst2,mrpc,stsb,rte"
 

@@ -20,7 +20,10 @@ import pytest
 from litestar.testing import TestClient
 
 from electra.errors import InputError
-from electra.serving.app import NOT_JSON, SWAGGER_ASSETS, create_app
+from electra.serving import api_docs
+from electra.serving.api_docs import SWAGGER_ASSETS
+from electra.serving.app import create_app
+from electra.serving.json_body import NOT_JSON
 from electra.serving.settings import ModelSpec, ServeSettings
 
 PAGE = Path(__file__).resolve().parents[1] / "electra" / "serving" / "static" / "index.html"
@@ -218,9 +221,7 @@ def test_docs_assets_outside_the_list_are_404(client: TestClient) -> None:
 
 
 def test_docs_page_without_the_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    import electra.serving.app as app_module
-
-    monkeypatch.setattr(app_module, "_swagger_ui_dir", lambda: None)
+    monkeypatch.setattr(api_docs, "_swagger_ui_dir", lambda: None)
     with TestClient(create_app(settings(), runners={})) as c:
         r = c.get("/schema")
         assert r.status_code == 200 and "pip install swagger-ui-py" in r.text

@@ -254,7 +254,7 @@ def _model(args: argparse.Namespace) -> Path:
 
 
 def run_finetune(args: argparse.Namespace) -> int:
-    from electra.training.finetune.trainer import finetune
+    from electra.training.finetune.run import finetune
 
     cfg = FinetuneConfig(
         task=args.task,

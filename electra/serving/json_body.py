@@ -1,6 +1,8 @@
 """Request bodies that must be JSON: decoding, and a message that says what is wrong and at which byte.
 
-Shared by every JSON route, so any malformed body gets the same answer whichever route it was sent to.
+Shared by every JSON route, so any malformed body gets the same answer whichever route it was sent to: the
+routes whose body Litestar decodes read it first through `read_json_body`, the v2 infer route (JSON or
+binary) through `decode`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import re
 from typing import Any
 
 import msgspec
+from litestar import Request
+from litestar.exceptions import SerializationException
 
 # The start of every answer to a body that is not JSON, whatever is wrong with it.
 NOT_JSON = "the body is not valid JSON"
@@ -92,6 +96,20 @@ def decode(body: bytes) -> Any:
     try:
         return msgspec.json.decode(body)
     except (msgspec.DecodeError, UnicodeDecodeError) as e:
+        raise MalformedBody(why_not_json(body, e)) from None
+    except RecursionError:  # msgspec's decoder recurses per level, and stops at Python's recursion limit
+        raise MalformedBody(TOO_DEEP) from None
+
+
+async def read_json_body(request: Request[Any, Any, Any]) -> None:
+    """before_request of the JSON routes: reads the body (RequestEntityTooLarge over --max-body-bytes) and
+    decodes it (MalformedBody); Litestar keeps both, so the handler's `data` does not decode it again."""
+    body = await request.body()
+    if not body.strip():
+        raise MalformedBody("it is empty")
+    try:
+        await request.json()
+    except (SerializationException, UnicodeDecodeError) as e:
         raise MalformedBody(why_not_json(body, e)) from None
     except RecursionError:  # msgspec's decoder recurses per level, and stops at Python's recursion limit
         raise MalformedBody(TOO_DEEP) from None

@@ -1,8 +1,9 @@
-"""OpenAPI request bodies that Litestar cannot derive from a handler's signature.
+"""OpenAPI request bodies that Litestar cannot derive, or not fully, from a handler's signature.
 
 The v2 infer route reads its body itself (JSON, or a JSON header followed by binary tensors), so Litestar
 sees no body type; the schema is msgspec's JSON Schema of `InferenceRequest`, converted to Litestar's
-OpenAPI objects, so that /schema documents it and schema-driven clients and fuzzers can send it.
+OpenAPI objects, so that /schema documents it and schema-driven clients and fuzzers can send it. The JSON
+routes' bodies reject unknown fields, which Litestar's schema does not say.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from litestar import Litestar
 from litestar.openapi.spec import OpenAPIMediaType, Reference, RequestBody, Schema
 
 from electra.serving.open_inference import BINARY_CONTENT_TYPE, InferenceRequest, InferenceResponse
+from electra.serving.schemas import ClassifyRequest, DetectRequest, PairInput, TagRequest
 
 REF = "#/components/schemas/{name}"
 _FIELDS = {f.name for f in dataclasses.fields(Schema)}
@@ -44,6 +46,15 @@ def document_infer_body(app: Litestar) -> None:
         if path.endswith("/infer") and item.post is not None:
             item.post.request_body = body
             item.post.responses["200"].content = answer
+
+
+def document_closed_bodies(app: Litestar) -> None:
+    """Request bodies reject unknown fields (a typo such as "treshold" must not pass silently); Litestar's
+    generated schema does not say so, which would make schema-driven clients and fuzzers expect a 200."""
+    closed = {cls.__name__ for cls in (DetectRequest, ClassifyRequest, PairInput, TagRequest)}
+    for name, schema in (app.openapi_schema.components.schemas or {}).items():
+        if name.split("_")[-1] in closed:
+            schema.additional_properties = False
 
 
 def _schema(node: Any) -> Any:

@@ -37,6 +37,7 @@ from electra.serving.hf_tasks import (
     label_scores,
     wrong_task,
 )
+from electra.serving.json_body import read_json_body
 from electra.serving.open_inference import (
     HEADER_LENGTH,
     ModelMetadata,
@@ -48,10 +49,10 @@ from electra.serving.open_inference import (
     parse_request,
 )
 from electra.serving.schemas import ClassifyRequest, DetectRequest, DetectResult
+from electra.serving.state import ServerState
 from electra.serving.tagging import document_entities, label_probabilities, softmax
 
 if TYPE_CHECKING:
-    from electra.serving.app import ServerState
     from electra.serving.runtime import ModelRunner
 
 VERSION = "1"  # a bundle is one version of one model
@@ -75,7 +76,7 @@ def uses_protocol_errors(path: str) -> bool:
 
 
 def is_inference(path: str) -> bool:
-    """A POST to `path` runs a model (see electra.serving.app.count_arrivals)."""
+    """A POST to `path` runs a model (see electra.serving.arrivals)."""
     return path.startswith(HF_PREFIX) or (path.startswith(V2_PREFIX + "/models/") and path.endswith("/infer"))
 
 
@@ -86,11 +87,11 @@ def _errors(*codes: int) -> dict[int, ResponseSpec]:
     }
 
 
-def protocol_routes(state: ServerState, guards: list[Any], read_json_body: Any) -> list[Any]:
+def protocol_routes(state: ServerState, guards: list[Any]) -> list[Any]:
     return [
         *_v2_server_routes(state, guards),
         *_v2_model_routes(state, guards),
-        *_hf_routes(state, guards, read_json_body),
+        *_hf_routes(state, guards),
     ]
 
 
@@ -388,7 +389,7 @@ async def _classify_tensors(
 # --- Hugging Face task shapes -----------------------------------------------------------------------------
 
 
-def _hf_routes(state: ServerState, guards: list[Any], read_json_body: Any) -> list[Any]:
+def _hf_routes(state: ServerState, guards: list[Any]) -> list[Any]:
     @post(
         "/hf/{name:str}",
         guards=guards,

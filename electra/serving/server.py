@@ -21,8 +21,9 @@ from typing import Any
 
 from electra import logs
 from electra.errors import InputError
-from electra.serving.app import create_app, load_runners
+from electra.serving.app import create_app
 from electra.serving.settings import ServeSettings
+from electra.serving.state import load_runners
 
 log = logging.getLogger("electra.serving")
 

@@ -1,4 +1,5 @@
-"""`electra finetune`: GLUE-style classification and regression on a discriminator, one trainer per run.
+"""GLUE-style classification and regression on a discriminator, one trainer per run (`electra finetune`
+builds it through electra.training.finetune.run, which gives a tagging task to TaggerTrainer instead).
 
 The paper's hyperparameters: lr 3e-4 (small) / 1e-4 (base) / 5e-5 (large), layer-wise learning-rate decay
 0.8 (0.9 large), 10% warmup, batch 32, 3 epochs (10 for RTE and STS-B), gradient norm clipped at 1.0; how the
@@ -229,15 +230,6 @@ class FinetuneTrainer:
         if not self.cfg.progress:
             return None
         return progress(total=self.total_steps, desc=f"{self.task.name} seed {seed}", unit="step")
-
-
-def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
-    """Fine-tune as `cfg` says and save the best seed's model; returns the content of eval_results.json."""
-    from electra.training.finetune.tag_trainer import TaggerTrainer
-    from electra.training.finetune.tagging_tasks import is_tagging_task
-
-    trainer = TaggerTrainer(cfg) if is_tagging_task(cfg.task) else FinetuneTrainer(cfg)
-    return trainer.run()
 
 
 def _loss(logits: torch.Tensor, labels: torch.Tensor, regression: bool, reduction: str) -> torch.Tensor:

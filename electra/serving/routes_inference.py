@@ -1,0 +1,135 @@
+"""The JSON API: /detect, /classify and /tag run a model, /models lists what they can run; all of them behind
+the API keys when the server has some.
+
+Each route checks what only its own body can get wrong and hands the rest to ServerState, which the
+standard protocols' routes share.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated, Any
+
+from litestar import get, post
+from litestar.enums import RequestEncodingType
+from litestar.exceptions import HTTPException
+from litestar.openapi import ResponseSpec
+from litestar.params import Body
+
+from electra.serving.json_body import read_json_body
+from electra.serving.schemas import (
+    ClassifyRequest,
+    ClassifyResponse,
+    DetectRequest,
+    DetectResponse,
+    ErrorBody,
+    ModelsResponse,
+    TagRequest,
+    TagResponse,
+    to_model_info,
+)
+from electra.serving.state import ServerState
+from electra.serving.tagging import tag_result
+
+
+def _errors(*codes: int) -> dict[int, ResponseSpec]:
+    why = {
+        400: "malformed or invalid request",
+        401: "missing or wrong API key (when the server has keys)",
+        404: "no such model",
+        413: "over a size limit (body, inputs, characters, tokens with truncate=false)",
+        503: "queue full or models still loading (see Retry-After)",
+    }
+    return {
+        c: ResponseSpec(data_container=ErrorBody, description=why[c], generate_examples=False) for c in codes
+    }
+
+
+INFERENCE_ERRORS = _errors(400, 401, 404, 413, 503)
+
+
+def inference_routes(state: ServerState, guards: list[Any]) -> list[Any]:
+    """/detect, /classify, /tag and /models, guarded by `guards` (none when the server has no keys)."""
+    inference = functools.partial(
+        post,
+        status_code=200,
+        guards=guards,
+        before_request=read_json_body,
+        tags=["inference"],
+        responses=INFERENCE_ERRORS,
+    )
+
+    @inference("/detect")
+    async def detect(
+        data: Annotated[DetectRequest, Body(media_type=RequestEncodingType.JSON)],
+    ) -> DetectResponse:
+        """Score every token of each text: probability that it was replaced (ELECTRA's discriminator)."""
+        return await _detect(state, data)
+
+    @inference("/classify")
+    async def classify(
+        data: Annotated[ClassifyRequest, Body(media_type=RequestEncodingType.JSON)],
+    ) -> ClassifyResponse:
+        """Label each input (or text pair) with a fine-tuned classifier; regression answers a score."""
+        return await _classify(state, data)
+
+    @inference("/tag")
+    async def tag(
+        data: Annotated[TagRequest, Body(media_type=RequestEncodingType.JSON)],
+    ) -> TagResponse:
+        """The entities of each text (token classification with a tagger), grouped as transformers'
+        TokenClassificationPipeline does; long texts through overlapping windows, as on /detect."""
+        return await _tag(state, data)
+
+    @get("/models", guards=guards, tags=["models"], responses=_errors(401))
+    async def models() -> ModelsResponse:
+        """The loaded bundles and their metadata (kind, labels, limits, precision, fused ops, parity)."""
+        return ModelsResponse(models=[to_model_info(r.describe()) for r in state.runners.values()])
+
+    return [detect, classify, tag, models]
+
+
+async def _detect(state: ServerState, data: DetectRequest) -> DetectResponse:
+    texts = _one_or_many(data.text, data.texts, "text", "texts")
+    state.check_sizes(texts, "texts")
+    runner = state.pick(data.model, "discriminator")
+    stride = state.check_stride(runner, data.stride, data.truncate)
+    state.check_ready()
+    results = await state.score_tokens(runner, texts, data.threshold, data.level, stride)
+    return DetectResponse(model=runner.name, results=results)
+
+
+async def _tag(state: ServerState, data: TagRequest) -> TagResponse:
+    texts = _one_or_many(data.text, data.texts, "text", "texts")
+    state.check_sizes(texts, "texts")
+    runner = state.pick(data.model, "tagger")
+    stride = state.check_stride(runner, data.stride, data.truncate)
+    state.check_ready()
+    scored = await state.token_logits(runner, texts, stride)
+    aggregation, ignore = data.aggregation_strategy, data.ignore_labels
+    results = [
+        tag_result(text, s, runner.labels, aggregation, ignore) for text, s in zip(texts, scored, strict=True)
+    ]
+    return TagResponse(model=runner.name, results=results)
+
+
+async def _classify(state: ServerState, data: ClassifyRequest) -> ClassifyResponse:
+    if data.inputs is not None and data.text_pair is not None:
+        raise HTTPException(status_code=400, detail="'text_pair' goes with 'text'; inside 'inputs' use items")
+    _one_or_many(data.text, data.inputs, "text", "inputs")
+    if data.inputs is None:
+        pairs = [(data.text, data.text_pair)]
+    else:
+        pairs = [(x.text, x.text_pair) for x in data.inputs]
+    runner = state.pick(data.model, "classifier")
+    results = await state.classify_pairs(runner, pairs, data.truncate)
+    return ClassifyResponse(model=runner.name, results=results)
+
+
+def _one_or_many(single: Any, many: list[Any] | None, single_name: str, many_name: str) -> list[Any]:
+    if (single is None) == (many is None):
+        raise HTTPException(
+            status_code=400,
+            detail=f"send exactly one of '{single_name}' (one input) or '{many_name}' (a list)",
+        )
+    return [single] if many is None else many
