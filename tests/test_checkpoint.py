@@ -351,7 +351,16 @@ def test_manager_round_trips_every_stateful_part(tmp_path: Path) -> None:
         TRAINER_STATE_FILE,
     }
     saved = json.loads((path / TRAINER_STATE_FILE).read_text())
-    assert set(saved) == {"step", "tokens", "data_position", "scheduler", "scaler", "run", "config"}
+    assert set(saved) == {
+        "step",
+        "tokens",
+        "data_position",
+        "scheduler",
+        "scaler",
+        "collapse_watch",
+        "run",
+        "config",
+    }
     assert saved["run"] == RUN and saved["config"] == {"lr": 1e-2}
     assert (saved["step"], saved["tokens"], saved["data_position"]) == (3, 144, {"epoch": 0, "offset": 24})
 

@@ -255,3 +255,63 @@ def test_bad_embedding_sharing(data_dir: Path, tmp_path: Path, capsys) -> None:
     assert main([*args, "--embedding-sharing", "gdes", "--objective", "mlm"]) == 2
     err = capsys.readouterr().err
     assert "applies to --objective electra only" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("sharing", ["tied", "gdes", "none"])
+def test_generator_lr_scale_slows_only_what_the_generator_owns(sharing: str) -> None:
+    from electra.training.pretrain.models import optimizer_groups
+
+    model = pair(sharing)
+    disc = {id(p) for p in model.discriminator.parameters()}
+    owned = {id(p) for p in model.generator.parameters()} - disc
+    groups = optimizer_groups(model, 1e-3, 0.01, 0.25)
+    seen = [id(p) for g in groups for p in g["params"]]
+    assert sorted(seen) == sorted({id(p) for p in model.parameters()})  # each Parameter exactly once
+    for g in groups:
+        lr = g.get("lr", 1e-3)
+        for p in g["params"]:
+            assert lr == (0.25e-3 if id(p) in owned else 1e-3)
+        decayed = g["weight_decay"] > 0
+        names = [n for n, q in model.named_parameters() if any(q is p for p in g["params"])]
+        assert all(("LayerNorm" in n or n.endswith("bias")) != decayed for n in names)
+    gen_table = model.generator.electra.embeddings.word_embeddings.weight
+    # Under tied the one block is the discriminator's too, and learns at the full rate.
+    assert (id(gen_table) in owned) == (sharing != "tied")
+    # At 1 the groups are the two the optimizer always had, so checkpoints from before still load.
+    plain = optimizer_groups(model, 1e-3, 0.01, 1.0)
+    assert len(plain) == 2 and all("lr" not in g for g in plain)
+
+
+def test_generator_lr_scale_in_a_run_follows_the_schedule_and_resumes_only_as_it_began(
+    data_dir: Path, tmp_path: Path, capsys
+) -> None:
+    from electra.training.pretrain.config import PretrainConfig
+    from electra.training.pretrain.trainer import PretrainTrainer
+
+    cfg = PretrainConfig(
+        data=data_dir,
+        out=tmp_path / "run",
+        size="tiny",
+        steps=6,
+        batch_size=8,
+        lr=1e-3,
+        embedding_sharing="gdes",
+        generator_lr_scale=0.1,
+        progress=False,
+        eval_every=100,
+        checkpoint_every=100,
+    )
+    trainer = PretrainTrainer(cfg)
+    for _ in range(3):
+        trainer.train_step()
+    lrs = sorted({round(g["lr"], 12) for g in trainer.optimizer.param_groups})
+    full = trainer.scheduler.get_last_lr()[0]
+    assert len(lrs) == 2 and lrs[1] == pytest.approx(full) and lrs[0] == pytest.approx(full * 0.1)
+    run = tmp_path / "cli"
+    args = run_args(data_dir, run, "gdes", "--steps", "4")
+    assert main([*args, "--generator-lr-scale", "0.1", "--stop-at", "2"]) == 0
+    capsys.readouterr()
+    assert main([*args, "--resume"]) == 2
+    assert "generator_lr_scale=0.1, now 1.0" in capsys.readouterr().err
+    assert main([*args, "--generator-lr-scale", "0"]) == 2
+    assert "--generator-lr-scale 0.0 must be in (0, 1]" in capsys.readouterr().err

@@ -157,6 +157,14 @@ def _add_recipe_args(p: argparse.ArgumentParser) -> None:
         "--lr", type=float, help=f"peak learning rate (default per --size: {per_size('pretrain_lr')})"
     )
     p.add_argument(
+        "--generator-lr-scale",
+        type=float,
+        default=DEFAULTS["generator_lr_scale"],
+        help="the generator's own parameters (with --embedding-sharing gdes or none, its embeddings too) "
+        "learn at this fraction of --lr; below 1 it keeps the generator from outrunning the discriminator "
+        "on short runs (default: %(default)s)",
+    )
+    p.add_argument(
         "--warmup-steps",
         type=int,
         help="linear warmup (default: 10k steps, or the first 10%% of a short run)",

@@ -25,6 +25,7 @@ from electra.training.pretrain.checkpoint import (
     log_message,
     save_checkpoint,
 )
+from electra.training.pretrain.collapse import CollapseWatch
 from electra.training.pretrain.rng import GlobalRng
 
 # Keys of a TrainState's state_dict that get files of their own; every other key goes to trainer_state.json.
@@ -32,7 +33,7 @@ MODEL_STATE = "model"  # -> model.safetensors
 OPTIMIZER_STATE = "optimizer"  # -> optimizer.pt
 RNG_STATE = "rng"  # -> rng.pt
 # What a checkpoint written before a run setting existed was trained with.
-RUN_DEFAULTS = {"embedding_sharing": "tied"}
+RUN_DEFAULTS = {"embedding_sharing": "tied", "generator_lr_scale": 1.0}
 
 
 class Stateful(Protocol):
@@ -66,6 +67,7 @@ class TrainState:
     data: Stateful  # the data position
     progress: Progress
     rng: Stateful = field(default_factory=GlobalRng)
+    collapse: Stateful = field(default_factory=CollapseWatch)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +78,7 @@ class TrainState:
             "data_position": self.data.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "collapse_watch": self.collapse.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -89,6 +92,9 @@ class TrainState:
         self.data.load_state_dict(state["data_position"])
         if state.get(RNG_STATE) is not None:
             self.rng.load_state_dict(state[RNG_STATE])
+        # Checkpoints written before the watch existed: it starts afresh.
+        if state.get("collapse_watch") is not None:
+            self.collapse.load_state_dict(state["collapse_watch"])
 
 
 class CheckpointManager:

@@ -47,6 +47,8 @@ class PretrainConfig:
     adam: str = "torch"
     max_grad_norm: float = 1.0
     generator_size: float | None = None
+    # The generator's own parameters learn at this fraction of --lr (see models.optimizer_groups).
+    generator_lr_scale: float = 1.0
     mask_prob: float | None = None
     disc_weight: float = 50.0
     dropout: float | None = None
@@ -104,6 +106,12 @@ class PretrainConfig:
             raise InputError(f"--mask-prob {c.mask_prob} must be in (0, 1)")
         if c.dropout is not None and not 0 <= c.dropout < 1:
             raise InputError(f"--dropout {c.dropout} must be in [0, 1)")
+        if not 0 < c.generator_lr_scale <= 1:
+            raise InputError(f"--generator-lr-scale {c.generator_lr_scale} must be in (0, 1]")
+        if c.objective != "electra" and c.generator_lr_scale != 1.0:
+            raise InputError(
+                "--generator-lr-scale applies to --objective electra only (mlm has no generator)"
+            )
         if c.lr <= 0:
             raise InputError(f"--lr {c.lr} must be positive")
         return c

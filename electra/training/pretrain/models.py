@@ -15,6 +15,7 @@ from torch import nn
 
 from electra.config import ElectraConfig, generator_config
 from electra.files import DISCRIMINATOR_DIR, GENERATOR_DIR, MLM_DIR
+from electra.training.optim import param_groups
 from electra.training.pretrain.embedding_sharing import build_pair, plain_discriminator
 from electra.training.pretrain.objective import (
     MLM_BASELINE,
@@ -114,3 +115,21 @@ def build_pretrainer(
         objective = ObjectiveConfig(**{**asdict(MLM_BASELINE), "mask_prob": cfg.mask_prob})
         model = MlmPretrainer(disc_cfg, specials, objective)
     return model, disc_cfg, gen_cfg
+
+
+def optimizer_groups(
+    model: Pretrainer, lr: float, weight_decay: float, generator_lr_scale: float
+) -> list[dict]:
+    """Adam's parameter groups (weight decay off for biases and LayerNorm); with a generator_lr_scale other
+    than 1, the generator's own parameters (under gdes and none its embedding block too) learn at that
+    fraction of the learning rate. A tied block is the discriminator's and keeps the full rate."""
+    named = list(model.named_parameters())
+    if generator_lr_scale == 1.0 or not isinstance(model, ElectraPretrainer):
+        return param_groups(named, weight_decay)
+    generator = {id(p) for p in model.generator.parameters()} - {
+        id(p) for p in model.discriminator.parameters()
+    }
+    slow = param_groups([(n, p) for n, p in named if id(p) in generator], weight_decay)
+    for group in slow:
+        group["lr"] = lr * generator_lr_scale
+    return param_groups([(n, p) for n, p in named if id(p) not in generator], weight_decay) + slow

@@ -26,7 +26,7 @@ from electra.files import DATA_MANIFEST_JSON, METRICS_JSONL
 from electra.progress import progress
 from electra.training.data.dataset import PretrainingData
 from electra.training.device import autocast, enable_tf32, resolve_precision
-from electra.training.optim import build_optimizer, build_scheduler
+from electra.training.optim import adam, build_scheduler
 from electra.training.pretrain.checkpoint_manager import CheckpointManager, Progress, TrainState
 from electra.training.pretrain.config import PretrainConfig
 from electra.training.pretrain.detection_auc import BINS, auc_from_histograms, logit_histograms
@@ -36,7 +36,7 @@ from electra.training.pretrain.hf_models import export_hf, init_from_hf
 from electra.training.pretrain.loader import GlobalBatchOrder, batch_counts, load_rows, micro_slice
 from electra.training.pretrain.meter import TrainMeter, progress_postfix
 from electra.training.pretrain.metrics_log import MetricsLog
-from electra.training.pretrain.models import build_pretrainer
+from electra.training.pretrain.models import build_pretrainer, optimizer_groups
 from electra.training.pretrain.objective import STAT_KEYS, SpecialTokens, ratios
 from electra.training.pretrain.run_dir import prepare_out_dir, write_run_config
 from electra.training.pretrain.signals import StopSignal
@@ -147,7 +147,8 @@ class PretrainTrainer:
         if cfg.init:
             init_from_hf(self.model, cfg.init, self.vocab_size, self.data, self.log)
         self.model.to(device)
-        self.optimizer = build_optimizer(self.model, cfg.lr, cfg.weight_decay, kind=cfg.adam)
+        groups = optimizer_groups(self.model, cfg.lr, cfg.weight_decay, cfg.generator_lr_scale)
+        self.optimizer = adam(groups, cfg.lr, cfg.adam, eps=1e-6)
         self.scheduler = build_scheduler(self.optimizer, cfg.warmup_steps, cfg.steps)
 
     @property
@@ -157,6 +158,7 @@ class PretrainTrainer:
             "size": self.cfg.size,
             "objective": self.cfg.objective,
             "embedding_sharing": self.cfg.embedding_sharing,
+            "generator_lr_scale": self.cfg.generator_lr_scale,
             "batch_size": self.cfg.batch_size,
             "seq_len": self.seq_len,
             "vocab_size": self.vocab_size,
@@ -275,6 +277,9 @@ class PretrainTrainer:
         """Append a record to metrics.jsonl (rank 0; records are the same on every rank)."""
         if not self.dist.main or not record:
             return
+        warning = self.state.collapse.observe(record)
+        if warning is not None:
+            logger.warning("%s", warning)
         self.metrics.append(record)
         if self.bar is not None and record["split"] == "train":
             self.bar.set_postfix_str(progress_postfix(record), refresh=False)

@@ -1,0 +1,536 @@
+"""The paper's central experiment in miniature: ELECTRA vs masked-LM pre-training at equal compute, on CPU.
+
+Arms, pre-trained on the same data (the shared English Wikipedia sample, BERT's uncased vocabulary), with the
+same encoder shape, seed, batch and learning rate, for the same training FLOPs as our FLOPs counter counts
+them (generator included, so the masked-LM arm gets proportionally more steps, as the paper gives BERT-Small
+1.5M steps to ELECTRA-Small's 1M):
+
+* `electra`: replaced-token detection, generator and discriminator sharing one embedding block (tied);
+* `gdes`: the same with gradient-disentangled embedding sharing (DeBERTaV3);
+* `mlm`: the BERT-style masked-LM baseline;
+* `random`: no pre-training at all, the floor.
+
+Each pre-trained arm is evaluated at several points of its budget (--points) by fine-tuning with the default
+recipe on a fixed suite (a sentence task, a pair regression task and a token task), several seeds each, median
+and spread; the electra arms also report replaced-token detection on held-out WikiText-2
+(bench/heldout_detection.py). Every stage is cached in --work, so an interrupted run continues where it
+stopped.
+
+    python bench/equal_compute.py --work runs/equal-compute                  # the README's table and plot
+    python bench/equal_compute.py --work runs/eq-smoke --steps 40 --points 0.5,1 --seeds 1 \\
+        --tasks sst2 --max-train-examples 200                                  # a quick smoke run
+
+Writes bench/results/equal_compute_cpu.json (per arm, budget point, task and seed: scores; FLOPs, steps,
+tokens, wall time, load average, commit) and bench/results/equal_compute_cpu.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from benchlib import cpu_name, git_commit, usable_cores, write_result
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import heldout_detection as heldout  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "data"
+WIKI = SHARED / "corpus" / "enwiki-2015-wikiextractor" / "AA"
+VOCAB = SHARED / "models" / "bert-uncased-vocab" / "vocab.txt"
+GLUE = SHARED / "glue"
+CONLL = SHARED / "ner" / "conll2003"
+
+ARMS = ("electra", "gdes", "mlm", "random")
+PRETRAINED = {"electra": ("electra", "tied"), "gdes": ("electra", "gdes"), "mlm": ("mlm", "tied")}
+# The figure each task contributes to the suite average (x100), as in the paper's tables.
+SCORE = {"sst2": "accuracy", "stsb": "pearson_spearman_avg", "mrpc": "f1_accuracy_avg", "conll2003": "f1"}
+
+
+@dataclass(frozen=True)
+class Setup:
+    work: Path
+    size: str
+    steps: int  # of the electra arms; the mlm arm gets the steps of the same FLOPs
+    batch_size: int
+    lr: float | None
+    generator_lr_scale: float
+    points: tuple[float, ...]
+    tasks: tuple[str, ...]
+    seeds: tuple[int, ...]
+    max_train_examples: int | None
+    max_epochs: int | None
+    swaps: int
+    seed: int = 0
+
+    @property
+    def data(self) -> Path:
+        return self.work / "data"
+
+
+# ------------------------------------------------------------------------------------------------ budgets
+
+
+def row_counts(data_dir: Path, mask_prob: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per training row: real tokens, and masked predictions by the objective's own rule."""
+    from electra.training.data.dataset import PretrainingData
+    from electra.training.pretrain.trainer import data_tokenizer
+
+    data = PretrainingData.open(data_dir)
+    _, sp = data_tokenizer(data)
+    lengths = np.asarray(data.train.lengths, dtype=np.int64)
+    ids = np.asarray(data.train.input_ids)
+    valid = np.arange(ids.shape[1])[None, :] < lengths[:, None]
+    candidates = (valid & ~np.isin(ids, (sp.pad, sp.cls, sp.sep))).sum(axis=1)
+    masked = np.where(candidates > 0, np.maximum(1, np.round(candidates * mask_prob)), 0).astype(np.int64)
+    return lengths, masked
+
+
+def flops_by_step(setup: Setup, objective: str, steps: int) -> np.ndarray:
+    """Cumulative training FLOPs after each step (index s-1 for step s), replaying the run's batch order."""
+    from electra.config import ElectraConfig, generator_config
+    from electra.sizes import SIZES
+    from electra.training.data.dataset import PretrainingData
+    from electra.training.pretrain.flops import electra_step_flops
+    from electra.training.pretrain.loader import GlobalBatchOrder
+
+    size = SIZES[setup.size]
+    data = PretrainingData.open(setup.data)
+    lengths, masked = row_counts(setup.data, size.mask_prob)
+    disc = ElectraConfig.from_size(setup.size, vocab_size=data.manifest["tokenizer"]["vocab_size"])
+    gen = generator_config(disc) if objective == "electra" else None
+    order = GlobalBatchOrder(len(lengths), setup.batch_size, setup.seed)
+    per_step = []
+    for _ in range(steps):
+        idx = order.next_global_batch()
+        per_step.append(
+            electra_step_flops(disc, gen, int(lengths[idx].sum()), data.max_seq_len, int(masked[idx].sum()))
+        )
+    return np.cumsum(per_step)
+
+
+def arm_steps(setup: Setup) -> dict[str, int]:
+    """Steps per pre-trained arm for the electra arm's FLOPs: the mlm arm runs until it has spent as much."""
+    budget = flops_by_step(setup, "electra", setup.steps)[-1]
+    mlm = flops_by_step(setup, "mlm", 4 * setup.steps)
+    return {"electra": setup.steps, "gdes": setup.steps, "mlm": int(np.searchsorted(mlm, budget) + 1)}
+
+
+# ------------------------------------------------------------------------------------------- pre-training
+
+
+def prepare_data(setup: Setup) -> None:
+    from electra.training.data.prepare import PrepareConfig, prepare_dataset
+
+    if (setup.data / "manifest.json").is_file():
+        return
+    print(f"preparing {WIKI} with {VOCAB}", flush=True)
+    prepare_dataset(
+        PrepareConfig(
+            corpus=[str(WIKI)],
+            tokenizer=str(VOCAB),
+            out=setup.data,
+            max_seq_len=128,
+            progress=False,
+            workers=usable_cores(),
+        )
+    )
+
+
+def point_dir(setup: Setup, arm: str, point: float) -> Path:
+    return setup.work / "arms" / arm / f"point-{round(point * 100):03d}"
+
+
+def pretrain_arm(setup: Setup, arm: str, steps: int) -> list[dict[str, Any]]:
+    """Train `arm` to each budget point in turn (stop, export the models, resume), each exported once."""
+    from electra.training.pretrain.config import PretrainConfig
+    from electra.training.pretrain.hf_models import export_hf
+    from electra.training.pretrain.trainer import PretrainTrainer
+
+    objective, sharing = PRETRAINED[arm]
+    run = setup.work / "arms" / arm / "run"
+    records = []
+    for point in setup.points:
+        out = point_dir(setup, arm, point)
+        info = out / "point.json"
+        if info.is_file():
+            records.append(json.loads(info.read_text()))
+            continue
+        stop = max(1, round(point * steps))
+        cfg = PretrainConfig(
+            data=setup.data,
+            out=run,
+            size=setup.size,
+            objective=objective,
+            embedding_sharing=sharing,
+            steps=steps,
+            batch_size=setup.batch_size,
+            lr=setup.lr,
+            seed=setup.seed,
+            stop_at=stop,
+            generator_lr_scale=setup.generator_lr_scale if objective == "electra" else 1.0,
+            resume=(run / "checkpoints").is_dir(),
+            log_every=50,
+            eval_every=max(1, steps // 8),
+            checkpoint_every=steps + 1,
+            keep_checkpoints=1,
+            progress=False,
+        )
+        print(f"{arm}: pre-training to step {stop} of {steps}", flush=True)
+        started, load = time.perf_counter(), os.getloadavg()[0]
+        trainer = PretrainTrainer(cfg)
+        begun_at = trainer.progress.step
+        trainer.fit()
+        seconds = time.perf_counter() - started
+        export_hf(trainer.model, trainer.tokenizer, out)
+        record = {
+            "arm": arm,
+            "point": point,
+            "step": trainer.progress.step,
+            "steps_total": steps,
+            "tokens": trainer.progress.tokens,
+            "segment_seconds": seconds,
+            "segment_steps": stop - begun_at,
+            "load_average": [load, os.getloadavg()[0]],
+            "validation": last_validation(run, trainer.progress.step),
+        }
+        info.write_text(json.dumps(record, indent=2) + "\n")
+        records.append(record)
+    return records
+
+
+def last_validation(run: Path, step: int) -> dict[str, Any] | None:
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    val = [r for r in map(json.loads, lines) if r["split"] == "val" and r["step"] <= step]
+    return val[-1] if val else None
+
+
+def random_arm(setup: Setup) -> Path:
+    """The floor: a freshly initialised discriminator of the same shape and seed, with the same tokenizer."""
+    from electra.config import ElectraConfig
+    from electra.hf_format import save_hf_dir
+    from electra.model import ElectraDiscriminator
+    from electra.tokenizer import load_tokenizer, tokenizer_files
+    from electra.training.data.dataset import PretrainingData
+
+    out = setup.work / "arms" / "random" / "point-000"
+    if not (out / "config.json").is_file():
+        import torch
+
+        data = PretrainingData.open(setup.data)
+        torch.manual_seed(setup.seed)
+        cfg = ElectraConfig.from_size(setup.size, vocab_size=data.manifest["tokenizer"]["vocab_size"])
+        tok = load_tokenizer(data.tokenizer_dir)
+        save_hf_dir(ElectraDiscriminator(cfg), out, overwrite=True, extra_files=tokenizer_files(tok))
+    return out
+
+
+def encoder_dir(path: Path) -> Path:
+    """The directory fine-tuning starts from: the discriminator, the masked-LM encoder, or the random one."""
+    for name in ("discriminator", "mlm"):
+        if (path / name / "config.json").is_file():
+            return path / name
+    return path
+
+
+# --------------------------------------------------------------------------------------------- evaluation
+
+
+class Cache:
+    """Results by key in a JSON-lines file: a finished evaluation is never run twice."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: dict[str, dict[str, Any]] = {}
+        if path.is_file():
+            for line in path.read_text().splitlines():
+                row = json.loads(line)
+                self.rows[row["key"]] = row
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.rows.get(key)
+
+    def put(self, key: str, row: dict[str, Any]) -> dict[str, Any]:
+        row = {"key": key, **row}
+        with self.path.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        self.rows[key] = row
+        return row
+
+
+def finetune_score(setup: Setup, model: Path, task: str, seed: int) -> dict[str, Any]:
+    from electra.training.finetune.config import FinetuneConfig
+    from electra.training.finetune.run import finetune
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        summary = finetune(
+            FinetuneConfig(
+                task=task,
+                model=model,
+                out=Path(tmp) / "model",
+                data_dir=CONLL if task == "conll2003" else GLUE,
+                seeds=[seed],
+                epochs=setup.max_epochs,
+                max_train_examples=setup.max_train_examples,
+                progress=False,
+            )
+        )
+    dev = summary["median"]["dev"]
+    return {
+        "score": 100 * dev[SCORE[task]],
+        "dev": {
+            k: v
+            for k, v in dev.items()
+            if isinstance(v, float) and not k.startswith(("precision_", "recall_"))
+        },
+        "epochs": summary["epochs"],
+        "train_examples": summary["train_examples"],
+        "seconds": time.perf_counter() - started,
+        "load_average": os.getloadavg()[0],
+    }
+
+
+def evaluate_point(setup: Setup, cache: Cache, arm: str, point: float, path: Path) -> None:
+    for task in setup.tasks:
+        for seed in setup.seeds:
+            key = f"finetune/{arm}/{point}/{task}/{seed}"
+            if cache.get(key) is None:
+                row = cache.put(
+                    key,
+                    {
+                        "arm": arm,
+                        "point": point,
+                        "task": task,
+                        "seed": seed,
+                        **finetune_score(setup, encoder_dir(path), task, seed),
+                    },
+                )
+                print(
+                    f"{arm} @{point:.0%} {task} seed {seed}: {row['score']:.1f} ({row['seconds']:.0f} s)",
+                    flush=True,
+                )
+    if arm in ("electra", "gdes"):
+        key = f"detection/{arm}/{point}"
+        if cache.get(key) is None:
+            row = cache.put(key, {"arm": arm, "point": point, **detection(setup, path)})
+            figures = {k: round(v, 3) for k, v in row.items() if isinstance(v, float)}
+            print(
+                f"{arm} @{point:.0%} held-out detection: {json.dumps(figures)}",
+                flush=True,
+            )
+
+
+def detection(setup: Setup, path: Path) -> dict[str, float]:
+    swaps = heldout.make_swaps(
+        heldout.sentences(heldout.heldout_paragraphs()), heldout.pos_lexicon(), setup.swaps
+    )
+    result = heldout.swap_detection(path / "discriminator", swaps)
+    result.update(
+        heldout.generator_detection(path, heldout.prepare_heldout(setup.work, path / "discriminator"))
+    )
+    return result
+
+
+# ----------------------------------------------------------------------------------------------- results
+
+
+def summarize(
+    setup: Setup, cache: Cache, steps: dict[str, int], points: dict[str, list[dict[str, Any]]]
+) -> dict[str, Any]:
+    flops = {arm: flops_by_step(setup, PRETRAINED[arm][0], steps[arm]) for arm in PRETRAINED if arm in points}
+    arms: dict[str, Any] = {}
+    for arm, recs in points.items():
+        rows = []
+        for rec in recs:
+            point = rec["point"]
+            tasks = {}
+            for task in setup.tasks:
+                scores = [
+                    cache.rows[f"finetune/{arm}/{point}/{task}/{s}"]["score"]
+                    for s in setup.seeds
+                    if f"finetune/{arm}/{point}/{task}/{s}" in cache.rows
+                ]
+                if scores:
+                    tasks[task] = {
+                        "median": statistics.median(scores),
+                        "min": min(scores),
+                        "max": max(scores),
+                        "per_seed": scores,
+                    }
+            row = {**rec, "tasks": tasks}
+            if arm != "random":
+                row["flops"] = float(flops[arm][rec["step"] - 1])
+            if len(tasks) == len(setup.tasks):
+                row["suite_average"] = statistics.mean(t["median"] for t in tasks.values())
+            det = cache.get(f"detection/{arm}/{point}")
+            if det is not None:
+                row["heldout_detection"] = {k: v for k, v in det.items() if k not in ("key", "arm", "point")}
+            rows.append(row)
+        arms[arm] = rows
+    return arms
+
+
+def plot(result: dict[str, Any], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    styles = {"electra": "o-", "gdes": "s-", "mlm": "^-"}
+    for arm, rows in result["arms"].items():
+        pts = [(r["flops"], r["suite_average"]) for r in rows if "suite_average" in r and "flops" in r]
+        if arm == "random":
+            floor = [r["suite_average"] for r in rows if "suite_average" in r]
+            if floor:
+                ax.axhline(floor[0], color="k", linestyle=":", label="random init (no pre-training)")
+        elif pts:
+            ax.plot(
+                *zip(*pts, strict=True),
+                styles[arm],
+                label={"electra": "ELECTRA (tied)", "gdes": "ELECTRA (GDES)", "mlm": "masked LM"}[arm],
+            )
+    ax.set_xlabel("pre-training FLOPs")
+    ax.set_ylabel(f"suite average ({', '.join(result['setup']['tasks'])})")
+    ax.set_title(f"equal compute, {result['setup']['size']} encoder, {result['machine']['cores']} CPU cores")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    tmp.replace(path)
+    return path
+
+
+# ------------------------------------------------------------------------------------------------- main
+
+
+def parse_args() -> tuple[Setup, list[str], str]:
+    from benchlib import int_list
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", type=Path, required=True, help="where data, runs and partial results are kept")
+    ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--size", default="micro")
+    ap.add_argument("--steps", type=int, default=2400, help="the electra arms' steps (default: %(default)s)")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=None, help="default: the size's")
+    ap.add_argument(
+        "--generator-lr-scale", type=float, default=0.1, help="the electra arms' (default: %(default)s)"
+    )
+    ap.add_argument("--points", default="0.25,0.5,1", help="budget fractions evaluated")
+    ap.add_argument("--tasks", default="sst2,stsb,conll2003")
+    ap.add_argument("--seeds", type=int_list, default=[1, 2, 3])
+    ap.add_argument("--max-train-examples", type=int, default=3000)
+    ap.add_argument("--max-epochs", type=int, default=3)
+    ap.add_argument("--swaps", type=int, default=2000, help="held-out swapped sentences")
+    ap.add_argument("--name", default="equal_compute_cpu", help="results file name")
+    a = ap.parse_args()
+    arms = a.arms.split(",")
+    if unknown := set(arms) - set(ARMS):
+        ap.error(f"unknown arms {sorted(unknown)}; choose from {', '.join(ARMS)}")
+    setup = Setup(
+        work=a.work,
+        size=a.size,
+        steps=a.steps,
+        batch_size=a.batch_size,
+        lr=a.lr,
+        generator_lr_scale=a.generator_lr_scale,
+        points=tuple(float(p) for p in a.points.split(",")),
+        tasks=tuple(a.tasks.split(",")),
+        seeds=tuple(a.seeds),
+        max_train_examples=a.max_train_examples,
+        max_epochs=a.max_epochs,
+        swaps=a.swaps,
+    )
+    return setup, arms, a.name
+
+
+def main() -> int:
+    setup, arms, name = parse_args()
+    missing = [p for p in (WIKI, VOCAB, GLUE, CONLL, heldout.WIKITEXT) if not p.exists()]
+    if missing:
+        print(f"skipped: {', '.join(map(str, missing))} absent", file=sys.stderr)
+        return 0
+    setup.work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    prepare_data(setup)
+    steps = arm_steps(setup)
+    print(f"steps at equal FLOPs: {steps}", flush=True)
+    cache = Cache(setup.work / "evaluations.jsonl")
+    points: dict[str, list[dict[str, Any]]] = {}
+    if "random" in arms:
+        path = random_arm(setup)
+        points["random"] = [{"arm": "random", "point": 0.0, "step": 0, "tokens": 0}]
+        evaluate_point(setup, cache, "random", 0.0, path)
+    for arm in (a for a in arms if a != "random"):
+        points[arm] = pretrain_arm(setup, arm, steps[arm])
+        for rec in points[arm]:
+            evaluate_point(setup, cache, arm, rec["point"], point_dir(setup, arm, rec["point"]))
+        write(setup, cache, steps, points, name, started)
+    path = write(setup, cache, steps, points, name, started)
+    print(f"wrote {path}")
+    return 0
+
+
+def write(
+    setup: Setup,
+    cache: Cache,
+    steps: dict[str, int],
+    points: dict[str, list[dict[str, Any]]],
+    name: str,
+    started: float,
+) -> Path:
+    import torch
+
+    from electra.sizes import SIZES
+
+    result = {
+        "benchmark": "equal_compute",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": git_commit(),
+        "machine": {
+            "cpu": cpu_name(),
+            "cores": usable_cores(),
+            "platform": platform.platform(),
+            "torch": torch.__version__,
+        },
+        "setup": {
+            "size": setup.size,
+            "architecture": SIZES[setup.size].architecture(),
+            "batch_size": setup.batch_size,
+            "lr": setup.lr or SIZES[setup.size].pretrain_lr,
+            "electra_steps": setup.steps,
+            "steps": steps,
+            "points": setup.points,
+            "tasks": setup.tasks,
+            "seeds": setup.seeds,
+            "max_train_examples": setup.max_train_examples,
+            "max_epochs": setup.max_epochs,
+            "recipe": "official (the default)",
+            "data": "enwiki-2015 sample, BERT uncased vocab, 128 tokens",
+        },
+        "wall_seconds_this_invocation": time.perf_counter() - started,
+        "arms": summarize(setup, cache, steps, points),
+    }
+    path = write_result(result, None, name)
+    plot(result, path.with_suffix(".png"))
+    return path
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
