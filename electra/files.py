@@ -10,6 +10,9 @@ from __future__ import annotations
 CONFIG_JSON = "config.json"
 MODEL_SAFETENSORS = "model.safetensors"
 PYTORCH_MODEL_BIN = "pytorch_model.bin"
+# transformers' remote code for the official linear classifier head (electra/modeling_electra_linear.py),
+# saved next to such a classifier's weights and named in its config.json's auto_map.
+LINEAR_HEAD_CODE = "modeling_electra_linear.py"
 
 # Tokenizer files (a Hugging Face tokenizer directory).
 TOKENIZER_JSON = "tokenizer.json"

@@ -11,8 +11,11 @@ safetensors also refuses to store two names for one tensor, so omitting it is th
 
 Classifier heads: config.json's "classifier_head" says which head a classifier has ("hf" or "linear", see
 electra.model.ElectraClassifier); a file without it (transformers', or ours before the key existed) has the
-"hf" head. transformers ignores the key; a "linear" directory is refused by its
-ElectraForSequenceClassification (a size mismatch on classifier.dense), never loaded with a random head.
+"hf" head. transformers ignores the key. A "linear" directory also holds transformers' remote code for its
+head (electra/modeling_electra_linear.py), named in config.json's auto_map, so transformers' Auto classes
+and pipelines load it with trust_remote_code=True; without it, transformers' own
+ElectraForSequenceClassification refuses the directory (a size mismatch on classifier.dense), never loading it
+with a random head.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from safetensors.torch import load_file, save_file
 from electra.atomic import atomic_dir
 from electra.config import ARCHITECTURES, ElectraConfig
 from electra.errors import InputError
-from electra.files import CONFIG_JSON, MODEL_SAFETENSORS, PYTORCH_MODEL_BIN
+from electra.files import CONFIG_JSON, LINEAR_HEAD_CODE, MODEL_SAFETENSORS, PYTORCH_MODEL_BIN
 from electra.model import (
     CLASSIFIER_HEADS,
     ClassifierHead,
@@ -50,6 +53,9 @@ BUFFER_KEYS = ("electra.embeddings.position_ids", "electra.embeddings.token_type
 BACKBONE_PREFIX = "electra."
 CLASSIFIER_HEAD_KEY = "classifier_head"
 CLASSIFIER_PREFIX = "classifier."
+# config.json's pointer from transformers' Auto class to the linear head's remote code.
+LINEAR_HEAD_CLASS = f"{LINEAR_HEAD_CODE.removesuffix('.py')}.ElectraForSequenceClassification"
+LINEAR_HEAD_AUTO_MAP = {"AutoModelForSequenceClassification": LINEAR_HEAD_CLASS}
 
 
 @dataclass
@@ -92,6 +98,12 @@ def save_hf_dir(
     config = model.config.to_hf_dict(model.hf_architecture, dtype=str(dtype).removeprefix("torch."))
     if isinstance(model, ElectraClassifier):
         config[CLASSIFIER_HEAD_KEY] = model.head
+        if model.head == "linear":
+            config["auto_map"] = LINEAR_HEAD_AUTO_MAP
+            extra_files = {
+                **extra_files,
+                LINEAR_HEAD_CODE: Path(__file__).with_name(LINEAR_HEAD_CODE).read_bytes(),
+            }
     with atomic_dir(out, overwrite) as tmp:
         (tmp / CONFIG_JSON).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         # transformers refuses a safetensors file whose metadata lacks format=pt.

@@ -3,9 +3,9 @@ fine-tuning hyperparameters.
 
 Sources: Clark et al. 2020, Table 6 (architecture, pre-training lr/batch/steps), Section 3.2 (generator width:
 1/4 of the discriminator for Small and Large, 1/3 for Base), Appendix A (mask rate 0.25 for Large) and Table 7
-(fine-tuning lr and layer-wise decay). "tiny" is ours, for tests and the demo; "micro" is ours too, the encoder
-of the CPU equal-compute experiment (bench/equal_compute.py, README "Does pre-training help?"): 4 layers of
-width 128, 2,400 steps of batch 32 in about 45 minutes on 2 CPU cores.
+(fine-tuning lr and layer-wise decay). "tiny" is ours, for tests and the demo; "micro" is ours too, the
+encoder of the CPU equal-compute experiment (bench/equal_compute.py, README "Does pre-training help?"):
+4 layers of width 128, 2,400 steps of batch 32 in about 45 minutes on 2 CPU cores.
 """
 
 from __future__ import annotations

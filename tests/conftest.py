@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,6 +41,18 @@ def _restore_logging() -> Iterator[None]:
     electra.setLevel(saved[2])
     logs._configured = saved[3]
     logging.captureWarnings(False)
+
+
+@pytest.fixture
+def hf_remote_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """transformers' cache of remote code (trust_remote_code=True) in a temporary directory rather than the
+    user's Hugging Face cache; the directory it put on sys.path is taken off afterwards."""
+    from transformers import dynamic_module_utils
+
+    cache = tmp_path / "hf-modules"
+    monkeypatch.setattr(dynamic_module_utils, "HF_MODULES_CACHE", str(cache))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    return cache
 
 
 def shared_path(relative: str) -> Path:

@@ -90,7 +90,35 @@ def custom_args(train: Path, dev: Path, model: Path, out: Path, *extra: str) -> 
     ]
 
 
-def test_custom_csv_classification_end_to_end(word_model: Path, tmp_path: Path, capsys) -> None:
+def _transformers_gives_our_logits(model_dir: Path) -> None:
+    """AutoModelForSequenceClassification and pipeline("text-classification"), with trust_remote_code=True,
+    on a directory `electra finetune` wrote: our model's logits and probabilities, to 1e-5."""
+    import transformers
+
+    from electra.hf_format import load_hf_dir
+
+    ours = load_hf_dir(model_dir, kind="classifier")
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(
+        model_dir, trust_remote_code=True
+    )
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+    texts = ["the movie was great .", "awful plot , awful acting ."]
+    enc = tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        logits = ours(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+        torch.testing.assert_close(theirs.eval()(**enc).logits, logits, atol=1e-5, rtol=0)
+    pipe = transformers.pipeline(
+        "text-classification", model=str(model_dir), trust_remote_code=True, top_k=None
+    )
+    labels = ours.config.id2label
+    for got, row in zip(pipe(texts), logits.softmax(-1).tolist(), strict=True):
+        want = {labels[i]: p for i, p in enumerate(row)}
+        assert {g["label"]: g["score"] for g in got} == pytest.approx(want, abs=1e-5)
+
+
+def test_custom_csv_classification_end_to_end(
+    word_model: Path, tmp_path: Path, capsys, hf_remote_code: Path
+) -> None:
     train = _write_csv(tmp_path / "train.csv", _sentiment_rows(400, 1))
     dev = _write_csv(tmp_path / "dev.csv", _sentiment_rows(100, 2))
     out = tmp_path / "clf"
@@ -104,12 +132,16 @@ def test_custom_csv_classification_end_to_end(word_model: Path, tmp_path: Path, 
     assert len(results["per_seed"]["1"]["epochs"]) == 4
     capsys.readouterr()
 
-    # The default (official) recipe saves the official linear head, which transformers' class refuses.
+    # The default (official) recipe saves the official linear head, which transformers' class refuses; the
+    # remote code saved with it gives transformers' Auto class and pipeline our logits.
     assert json.loads((out / "config.json").read_text())["classifier_head"] == "linear"
     import transformers
 
     with pytest.raises(RuntimeError, match="size mismatch"):
         transformers.ElectraForSequenceClassification.from_pretrained(out)
+    with pytest.raises(RuntimeError, match="size mismatch"):  # no trust_remote_code: transformers' class
+        transformers.AutoModelForSequenceClassification.from_pretrained(out)
+    _transformers_gives_our_logits(out)
 
     assert main(["evaluate", "--task", "custom", "--model", str(out), "--dev", str(dev), "--json"]) == 0
     evaluated = json.loads(capsys.readouterr().out)

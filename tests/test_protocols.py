@@ -5,6 +5,7 @@ Face shapes equal transformers' own pipelines' post-processing on the same logit
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -31,9 +32,10 @@ KEY = "protocols-key-0123456789abcdef"
 TEXTS = ["The cat sat on the mat.", "New York is a city, the quick brown fox", "café naïve"]
 
 
-@pytest.fixture(scope="module")
-def server(serving_bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    tmp = tmp_path_factory.mktemp("protocols")
+@contextlib.contextmanager
+def protocol_server(serving_bundles: dict[str, Path], tmp: Path) -> Iterator[str]:
+    """`electra serve` with the detector, the two classifiers and the tagger behind an API key and
+    --max-texts 16: its URL while it runs."""
     keys = tmp / "keys.txt"
     keys.write_text(KEY + "\n", encoding="utf-8")
     port = free_port()
@@ -54,6 +56,12 @@ def server(serving_bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFa
             proc.wait_ready(90)
         except ServerNotReady as e:
             pytest.fail(str(e))
+        yield url
+
+
+@pytest.fixture(scope="module")
+def server(serving_bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with protocol_server(serving_bundles, tmp_path_factory.mktemp("protocols")) as url:
         yield url
 
 
@@ -89,10 +97,17 @@ def test_v2_health_and_metadata(client: triton.InferenceServerClient) -> None:
     assert client.is_model_ready("detector") and client.is_model_ready("sentiment", "1")
     assert not client.is_model_ready("nope")
     server = client.get_server_metadata(headers=auth())
-    assert server["name"] == "electra" and "binary_tensor_data" in server["extensions"]
+    assert server["name"] == "electra"
+    assert {"binary_tensor_data", "classification", "model_configuration", "statistics"} <= set(
+        server["extensions"]
+    )
     meta = client.get_model_metadata("sentiment", headers=auth())
     assert meta["versions"] == ["1"]
-    assert {t["name"]: t["datatype"] for t in meta["inputs"]} == {"text": "BYTES", "text_pair": "BYTES"}
+    # A text per row, as Triton declares a scalar per batch item; [n] is read the same.
+    assert {t["name"]: (t["datatype"], t["shape"]) for t in meta["inputs"]} == {
+        "text": ("BYTES", [-1, 1]),
+        "text_pair": ("BYTES", [-1, 1]),
+    }
     assert {t["name"]: t["shape"] for t in meta["outputs"]} == {
         "probabilities": [-1, 2],
         "label": [-1],
@@ -236,10 +251,11 @@ def test_v2_tagger_long_texts_and_parameters(client: triton.InferenceServerClien
     )
     cut = client.infer("tagger", [text_input([long])], headers=auth(), parameters={"truncate": True})
     assert cut.as_numpy("truncated").tolist() == [True] and cut.as_numpy("lengths").tolist() == [62]
-    with pytest.raises(InferenceServerException, match="aggregation_strategy"):
-        client.infer(
-            "tagger", [text_input(TEXTS)], headers=auth(), parameters={"aggregation_strategy": "max"}
-        )
+    # /tag's aggregation has no place in per-token tensors: ignored, and named back.
+    ignored = client.infer(
+        "tagger", [text_input(TEXTS)], headers=auth(), parameters={"aggregation_strategy": "max"}
+    )
+    assert ignored.get_response()["parameters"] == {"ignored_parameters": "aggregation_strategy"}
     with pytest.raises(InferenceServerException, match="one or the other"):
         client.infer(
             "tagger", [text_input(TEXTS)], headers=auth(), parameters={"stride": 3, "truncate": True}
@@ -255,8 +271,8 @@ def test_v2_errors_in_the_protocols_shape(client: triton.InferenceServerClient, 
         client.infer("nope", [text_input(TEXTS)], headers=auth())
     with pytest.raises(InferenceServerException, match=r"unknown input 'words'"):
         client.infer("detector", [text_input(TEXTS, "words")], headers=auth())
-    with pytest.raises(InferenceServerException, match="treshold"):
-        client.infer("detector", [text_input(TEXTS)], headers=auth(), parameters={"treshold": 0.2})
+    with pytest.raises(InferenceServerException, match="threshold"):
+        client.infer("detector", [text_input(TEXTS)], headers=auth(), parameters={"threshold": "high"})
     with pytest.raises(InferenceServerException, match="has version 1 only"):
         client.infer("detector", [text_input(TEXTS)], model_version="2", headers=auth())
     with pytest.raises(InferenceServerException, match="the limit is 16"):
@@ -274,7 +290,20 @@ def test_v2_errors_in_the_protocols_shape(client: triton.InferenceServerClient, 
         ("BYTES length cut off", request_json(binary=2), b"\x05\x00"),
         ("bytes left over", request_json(binary=5), struct.pack("<I", 1) + b"ab"),
         ("unknown output", request_json(data=["a"], outputs=[{"name": "logits"}]), None),
-        ("unknown field", b'{"inputs": [], "input": []}', None),
+        ("no text input", b'{"inputs": [], "input": []}', None),
+        (
+            "unknown field of an input",
+            b'{"inputs": [{"name": "text", "shape": [1], "datatype": "BYTES", '
+            b'"data": ["a"], "dtype": "BYTES"}]}',
+            None,
+        ),
+        (
+            "shared memory",
+            request_json(
+                data=["a"], outputs=[{"name": "scores", "parameters": {"shared_memory_region": "r"}}]
+            ),
+            None,
+        ),
     ]
     for why, header, tail in cases:
         headers = {}

@@ -442,21 +442,41 @@ def test_folding_the_target_scale_is_exact() -> None:
 # ------------------------------------------------------------------------------------------------------------
 
 
-def test_linear_head_round_trips_and_transformers_refuses_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("labels", [{0: "no", 1: "yes"}, {0: "score"}])
+def test_linear_head_round_trips_and_runs_in_transformers_with_its_remote_code(
+    tmp_path: Path, hf_remote_code: Path, labels: dict[int, str]
+) -> None:
     torch.manual_seed(0)
-    cfg = ElectraConfig.from_size("tiny", vocab_size=40, id2label={0: "no", 1: "yes"})
+    problem = "regression" if len(labels) == 1 else None
+    cfg = ElectraConfig.from_size("tiny", vocab_size=40, id2label=labels, problem_type=problem)
     model = ElectraClassifier(cfg, head="linear").eval()
+    if problem:
+        fold_target_scale(model, (0.0, 5.0))  # as STS-B is saved
     out = save_hf_dir(model, tmp_path / "linear")
-    assert json.loads((out / "config.json").read_text())["classifier_head"] == "linear"
+    config = json.loads((out / "config.json").read_text())
+    assert config["classifier_head"] == "linear"
+    assert config["auto_map"] == {
+        "AutoModelForSequenceClassification": "modeling_electra_linear.ElectraForSequenceClassification"
+    }
     again = load_hf_dir(out)
     assert isinstance(again, ElectraClassifier) and again.head == "linear"
     ids = torch.randint(5, 40, (2, 9))
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = 0
     with torch.no_grad():
-        torch.testing.assert_close(again(ids), model(ids), atol=0, rtol=0)
+        torch.testing.assert_close(again(ids, mask), model(ids, mask), atol=0, rtol=0)
     import transformers
 
+    # transformers' own class never loads it with a random head ...
     with pytest.raises(RuntimeError, match="size mismatch"):
         transformers.ElectraForSequenceClassification.from_pretrained(out)
+    # ... and its Auto class, trusting the remote code saved with it, gives our logits.
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(out, trust_remote_code=True).eval()
+    assert hf.config.problem_type == problem
+    with torch.no_grad():
+        torch.testing.assert_close(
+            hf(input_ids=ids, attention_mask=mask).logits, model(ids, mask), atol=1e-5, rtol=0
+        )
 
 
 def test_a_config_without_classifier_head_has_the_hf_head(tmp_path: Path) -> None:

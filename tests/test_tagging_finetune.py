@@ -260,6 +260,7 @@ def test_same_seed_same_tagger(tag_model: Path, tmp_path: Path) -> None:
 
 
 def test_saved_tagger_runs_in_transformers_like_ours(tag_model: Path, tmp_path: Path) -> None:
+    import transformers
     from transformers import ElectraForTokenClassification
 
     from electra.hf_format import load_hf_dir
@@ -274,6 +275,19 @@ def test_saved_tagger_runs_in_transformers_like_ours(tag_model: Path, tmp_path: 
     with torch.no_grad():
         np.testing.assert_allclose(ours(ids).numpy(), theirs(input_ids=ids).logits.numpy(), atol=1e-5)
     assert theirs.config.id2label[0] == "O"
+    # transformers' Auto class and token-classification pipeline, as a user opens the directory.
+    auto = transformers.AutoModelForTokenClassification.from_pretrained(out)
+    assert type(auto) is ElectraForTokenClassification
+    pipe = transformers.pipeline("token-classification", model=str(out), aggregation_strategy="none")
+    text = " ".join(synthetic(1, 9)[0][0])
+    enc = pipe.tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        probs = ours(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])[0].softmax(-1)
+    got = pipe(text, ignore_labels=[])
+    assert [g["index"] for g in got] == list(range(1, enc["input_ids"].shape[1] - 1))  # every real token
+    for g in got:
+        assert g["entity"] == ours.config.id2label[int(probs[g["index"]].argmax())]
+        assert g["score"] == pytest.approx(float(probs[g["index"]].max()), abs=1e-5)
 
 
 @pytest.mark.parametrize(

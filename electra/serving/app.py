@@ -23,6 +23,7 @@ from litestar.plugins.prometheus import PrometheusController
 
 from electra.serving.api_docs import openapi_config
 from electra.serving.arrivals import count_arrivals
+from electra.serving.content_encoding import decode_content
 from electra.serving.error_responses import error_response
 from electra.serving.metrics import http_metrics
 from electra.serving.openapi_bodies import document_closed_bodies, document_infer_body
@@ -61,6 +62,9 @@ def create_app(
             count_arrivals(state.arrivals, _runs_model),
             http_metrics(),
             server_timing,
+            # Inside server_timing: it reads the request's stages when the answer is done.
+            state.statistics.middleware,
+            decode_content(settings.max_body_bytes),
         ],
         request_max_body_size=settings.max_body_bytes,
         openapi_config=openapi_config(),

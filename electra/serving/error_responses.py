@@ -15,6 +15,7 @@ from litestar.exceptions import ClientException, HTTPException, SerializationExc
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 
 from electra.serving.batcher import InferenceFailed, QueueFull, ShuttingDown
+from electra.serving.content_encoding import SCOPE_KEY, BadEncoding
 from electra.serving.json_body import NOT_JSON, MalformedBody
 from electra.serving.open_inference import ProtocolError
 from electra.serving.protocols import uses_protocol_errors
@@ -49,7 +50,7 @@ def _status_of(exc: Exception) -> tuple[int, dict[str, str] | None] | None:
         return 400, None
     if isinstance(exc, TooLong):
         return 413, None  # over the model's token limit with truncate=false
-    if isinstance(exc, ProtocolError):
+    if isinstance(exc, ProtocolError | BadEncoding):
         return 400, None
     if isinstance(exc, QueueFull):
         return 503, {"Retry-After": str(exc.retry_after_s)}
@@ -102,6 +103,9 @@ def _too_large(request: Request[Any, Any, Any]) -> str:
     declared = request.headers.get("content-length", "")
     if declared.isdigit():
         size = f" ({int(declared):,} bytes)"
+    coding = request.scope.get(SCOPE_KEY)  # type: ignore[call-overload]
+    if coding is not None:  # the limit is on the decoded body (electra.serving.content_encoding)
+        size = f", {coding}-decoded,"
     if limit is None:
         return f"the request body{size} is larger than the server's limit (--max-body-bytes)"
     return f"the request body{size} is larger than the limit of {limit:,} bytes (--max-body-bytes)"

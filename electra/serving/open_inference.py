@@ -5,12 +5,19 @@ tensor data extension (`docs/protocol/extension_binary_data.md`), which `tritonc
 the JSON header comes first, its length in the `Inference-Header-Content-Length` header, then each binary
 tensor in order; a BYTES element is a 4-byte little-endian length and its bytes. Only codec here; what the
 tensors mean for our models is `electra.serving.protocols`.
+
+Lenient where the specification lets a server be: fields of the request object it does not define
+(`model_name`, which KServe's SDK always sends) are ignored, and so are parameter keys this server does not
+use, but those are named back in the answer (`IGNORED_PARAMETERS`, a response parameter and a header), so that
+a misspelt one is visible. An output asked for with Triton's `classification` parameter comes back as its top
+classes (electra.serving.classification).
 """
 
 from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,10 +26,17 @@ import numpy as np
 from msgspec import Struct
 
 from electra.errors import InputError
+from electra.serving.classification import top_classes
 from electra.serving.json_body import decode
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
 BINARY_CONTENT_TYPE = "application/octet-stream"
+# The parameter keys a request sent that this server did not use: a response parameter (comma-separated, as
+# the protocol's parameter values are scalars) and a header of this name.
+IGNORED_PARAMETERS = "ignored_parameters"
+IGNORED_HEADER = "Electra-Ignored-Parameters"
+# Triton's shared-memory parameters put a tensor where this server cannot reach it: refused, not ignored.
+SHARED_MEMORY = ("shared_memory_region", "shared_memory_byte_size", "shared_memory_offset")
 
 # Wire datatype -> numpy dtype of the tensors this server sends or accepts.
 DTYPES: dict[str, Any] = {
@@ -55,8 +69,9 @@ class RequestOutput(Struct, forbid_unknown_fields=True):
     parameters: dict[str, Any] | None = None
 
 
-class InferenceRequest(Struct, forbid_unknown_fields=True):
-    """`inputs`: the texts as a BYTES tensor named `text` (and `text_pair` for a classifier's pairs)."""
+class InferenceRequest(Struct):
+    """`inputs`: the texts as a BYTES tensor named `text` (and `text_pair` for a classifier's pairs). Other
+    fields (`model_name`, `model_version`, ...) are ignored: the route names the model."""
 
     inputs: list[RequestInput]
     id: str | None = None
@@ -123,6 +138,8 @@ class Request:
     parameters: dict[str, Any]
     id: str | None
     outputs: list[RequestOutput] | None
+    # Tensor parameter keys this server does not use, as "tensor.key".
+    ignored: list[str]
 
 
 def parse_request(body: bytes, header_length: str | None) -> Request:
@@ -133,8 +150,10 @@ def parse_request(body: bytes, header_length: str | None) -> Request:
     except msgspec.ValidationError as e:
         raise ProtocolError(f"not an inference request: {e}") from None
     inputs: dict[str, Tensor] = {}
+    ignored: list[str] = []
     offset = 0
     for spec in request.inputs:
+        ignored += _unused(spec.name, spec.parameters, {"binary_data_size"})
         if spec.name in inputs:
             raise ProtocolError(f"input {spec.name!r} is given twice")
         tensor, offset = _input(spec, binary, offset)
@@ -143,7 +162,19 @@ def parse_request(body: bytes, header_length: str | None) -> Request:
         raise ProtocolError(
             f"{len(binary) - offset} bytes after the JSON header belong to no input's binary_data_size"
         )
-    return Request(inputs, request.parameters or {}, request.id, request.outputs)
+    return Request(inputs, request.parameters or {}, request.id, request.outputs, ignored)
+
+
+def _unused(tensor: str, parameters: dict[str, Any] | None, used: set[str]) -> list[str]:
+    """`tensor`'s parameter keys outside `used`, named "tensor.key"; shared memory is refused."""
+    keys = list(parameters or {})
+    shared = [k for k in keys if k in SHARED_MEMORY]
+    if shared:
+        raise ProtocolError(
+            f"tensor {tensor!r}: {shared[0]!r} asks for Triton's shared-memory extension, which this server "
+            "does not implement; send the data in the body (JSON or binary)"
+        )
+    return [f"{tensor}.{k}" for k in keys if k not in used]
 
 
 def _split(body: bytes, header_length: str | None) -> tuple[bytes, bytes]:
@@ -253,16 +284,29 @@ def _from_binary(spec: RequestInput, raw: bytes, count: int) -> np.ndarray:
 
 
 def encode_response(
-    model: str, version: str, request: Request, outputs: dict[str, tuple[str, np.ndarray]]
+    model: str,
+    version: str,
+    request: Request,
+    outputs: dict[str, tuple[str, np.ndarray]],
+    ignored: Sequence[str] = (),
+    classes: dict[str, list[str] | None] | None = None,
 ) -> tuple[bytes, dict[str, str]]:
     """The body and headers answering `request` with `outputs` (name -> (datatype, array)), as JSON or with
-    binary tensors where the request asked for them (its outputs' `binary_data`, or `binary_data_output`)."""
-    wanted = _wanted(request, outputs)
+    binary tensors where the request asked for them (its outputs' `binary_data`, or `binary_data_output`).
+
+    `ignored`: request parameter keys the model did not use, named back with the input and output ones.
+    `classes`: the outputs that can be returned as classifications (Triton's classification extension), each
+    with its class labels (None: indices only); others asked for so answer 400.
+    """
+    wanted, ignored_outputs = _wanted(request, outputs)
     binary_default = _flag(request.parameters, "binary_data_output")
     parts: list[ResponseOutput] = []
     blobs: list[bytes] = []
     for name, params in wanted.items():
         datatype, array = outputs[name]
+        count = _class_count(name, params, classes or {})
+        if count is not None:
+            datatype, array = "BYTES", top_classes(array, count, (classes or {})[name])
         binary = _flag(params, "binary_data", binary_default)
         shape = list(array.shape)
         if binary:
@@ -271,21 +315,54 @@ def encode_response(
             blobs.append(blob)
         else:
             parts.append(ResponseOutput(name, shape, datatype, data=array.reshape(-1).tolist()))
-    header = msgspec.json.encode(InferenceResponse(model, parts, version, request.id))
+    unused = [*ignored, *request.ignored, *ignored_outputs]
+    parameters = {IGNORED_PARAMETERS: ",".join(unused)} if unused else None
+    header = msgspec.json.encode(InferenceResponse(model, parts, version, request.id, parameters))
+    headers = {IGNORED_HEADER: ", ".join(unused)} if unused else {}
     if not blobs:
-        return header, {"Content-Type": "application/json"}
-    return b"".join([header, *blobs]), {HEADER_LENGTH: str(len(header)), "Content-Type": BINARY_CONTENT_TYPE}
+        return header, {**headers, "Content-Type": "application/json"}
+    return b"".join([header, *blobs]), {
+        **headers,
+        HEADER_LENGTH: str(len(header)),
+        "Content-Type": BINARY_CONTENT_TYPE,
+    }
 
 
-def _wanted(request: Request, outputs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def check_outputs(request: Request, names: Sequence[str], classes: dict[str, list[str] | None]) -> None:
+    """What encode_response would refuse in the outputs `request` asks for, refused before the model runs."""
+    for out in request.outputs or []:
+        if out.name not in names:
+            raise ProtocolError(f"output {out.name!r} is not one of this model's: {', '.join(names)}")
+        _class_count(out.name, out.parameters or {}, classes)
+
+
+def _wanted(request: Request, outputs: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The outputs to send with their parameters, and the output parameter keys this server does not use."""
     if request.outputs is None:
-        return {name: {} for name in outputs}
+        return {name: {} for name in outputs}, []
     wanted: dict[str, dict[str, Any]] = {}
+    ignored: list[str] = []
     for out in request.outputs:
         if out.name not in outputs:
             raise ProtocolError(f"output {out.name!r} is not one of this model's: {', '.join(outputs)}")
         wanted[out.name] = out.parameters or {}
-    return wanted
+        ignored += _unused(out.name, out.parameters, {"binary_data", "classification"})
+    return wanted, ignored
+
+
+def _class_count(name: str, params: dict[str, Any], classes: dict[str, list[str] | None]) -> int | None:
+    """The `classification` count asked for output `name` (None: its tensor as it is)."""
+    count = params.get("classification")
+    if count is None:
+        return None
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ProtocolError(f"output {name!r}: 'classification' must be a whole number >= 1, got {count!r}")
+    if name not in classes:
+        which = ", ".join(repr(n) for n in classes) or "none of this model's"
+        raise ProtocolError(
+            f"output {name!r} cannot be returned as a classification (class_count); outputs that can: {which}"
+        )
+    return count
 
 
 def _flag(parameters: dict[str, Any], name: str, default: bool = False) -> bool:

@@ -8,7 +8,9 @@ v2 tensors of a detector (n texts, padded to the most tokens m; positions past `
 probable tag) and `scores` FP32 [n, m] (its probability) instead of `scores` and `replaced`, the rest alike.
 Of a classifier: `probabilities` FP32 [n, labels] and `label` BYTES [n] (a regression model: `score` FP32
 [n]), and `truncated`. Request parameters are /detect's, /tag's and /classify's (`threshold`, `level`,
-`stride`, `truncate`; a tagger takes `stride` and `truncate`).
+`stride`, `truncate`; a tagger takes `stride` and `truncate`); other keys are ignored and named back in the
+answer (electra.serving.open_inference). Each model's tensors, its Triton model configuration and its
+statistics: electra.serving.model_config, electra.serving.statistics.
 """
 
 from __future__ import annotations
@@ -38,13 +40,14 @@ from electra.serving.hf_tasks import (
     wrong_task,
 )
 from electra.serving.json_body import read_json_body
+from electra.serving.model_config import VERSION, classes, config_of, metadata_of, outputs
 from electra.serving.open_inference import (
     HEADER_LENGTH,
     ModelMetadata,
     ProtocolError,
     ProtocolErrorBody,
     ServerMetadata,
-    TensorMetadata,
+    check_outputs,
     encode_response,
     parse_request,
 )
@@ -55,19 +58,19 @@ from electra.serving.tagging import document_entities, label_probabilities, soft
 if TYPE_CHECKING:
     from electra.serving.runtime import ModelRunner
 
-VERSION = "1"  # a bundle is one version of one model
-PLATFORM = "electra-onnx"
 V2_PREFIX = "/v2"
 HF_PREFIX = "/hf/"
-# Parameters tritonclient and KServe clients may send that mean nothing for these models.
-TRANSPORT_PARAMETERS = {
-    "binary_data_output",
-    "priority",
-    "timeout",
-    "sequence_id",
-    "sequence_start",
-    "sequence_end",
+# The protocol extensions implemented (Triton's names, listed in the server metadata; clients such as
+# perf_analyzer look here before they use one).
+EXTENSIONS = ["binary_tensor_data", "classification", "model_configuration", "parameters", "statistics"]
+# The request parameters each kind of model uses (/detect's, /tag's and /classify's options); the rest are
+# ignored and named back. binary_data_output is the codec's (electra.serving.open_inference).
+MODEL_PARAMETERS = {
+    "discriminator": {"threshold", "level", "stride", "truncate"},
+    "tagger": {"stride", "truncate"},
+    "classifier": {"truncate"},
 }
+CODEC_PARAMETERS = {"binary_data_output"}
 
 
 def uses_protocol_errors(path: str) -> bool:
@@ -107,8 +110,13 @@ def _v2_server_routes(state: ServerState, guards: list[Any]) -> list[Any]:
 
     @get("/v2", guards=guards, tags=tags, responses=_errors(401))
     async def server_metadata() -> ServerMetadata:
-        """Server name, version and protocol extensions (binary tensor data)."""
-        return ServerMetadata(name="electra", version=__version__, extensions=["binary_tensor_data"])
+        """Server name, version and the protocol extensions it implements (Triton's names)."""
+        return ServerMetadata(name="electra", version=__version__, extensions=EXTENSIONS)
+
+    @get("/v2/models/stats", guards=guards, tags=tags, responses=_errors(401))
+    async def all_statistics() -> dict[str, list[dict[str, Any]]]:
+        """Triton's statistics extension for every model."""
+        return {"model_stats": [state.statistics.json(name, VERSION) for name in state.runners]}
 
     @get("/v2/health/live", tags=tags)
     async def live() -> dict[str, bool]:
@@ -120,7 +128,7 @@ def _v2_server_routes(state: ServerState, guards: list[Any]) -> list[Any]:
         """200 once every model is loaded and warmed up, 503 before."""
         return Response({"ready": state.ready}, status_code=200 if state.ready else 503)
 
-    return [server_metadata, live, ready]
+    return [server_metadata, all_statistics, live, ready]
 
 
 def _v2_model_routes(state: ServerState, guards: list[Any]) -> list[Any]:
@@ -131,7 +139,13 @@ def _v2_model_routes(state: ServerState, guards: list[Any]) -> list[Any]:
     versioned = "/v2/models/{name:str}/versions/{version:str}"
 
     async def metadata(name: str, version: str | None) -> ModelMetadata:
-        return _metadata(_model(state, name, version))
+        return metadata_of(_model(state, name, version))
+
+    async def configuration(name: str, version: str | None) -> dict[str, Any]:
+        return config_of(_model(state, name, version), state.settings)
+
+    async def statistics(name: str, version: str | None) -> dict[str, list[dict[str, Any]]]:
+        return {"model_stats": [state.statistics.json(_model(state, name, version).name, VERSION)]}
 
     async def readiness(name: str, version: str | None) -> Response[dict[str, Any]]:
         runner = _model(state, name, version)
@@ -152,6 +166,30 @@ def _v2_model_routes(state: ServerState, guards: list[Any]) -> list[Any]:
     async def model_version_metadata(name: FromPath[str], version: FromPath[str]) -> ModelMetadata:
         """The model's input and output tensors (a bundle is version 1)."""
         return await metadata(name, version)
+
+    @get(model + "/config", responses=_errors(401, 404), **keyed)
+    async def model_configuration(name: FromPath[str]) -> dict[str, Any]:
+        """Triton's model configuration (ModelConfig): tensors with data_type and dims after the batch
+        dimension, optional inputs, max_batch_size (--max-texts), dynamic batching."""
+        return await configuration(name, None)
+
+    @get(versioned + "/config", responses=_errors(401, 404), **keyed)
+    async def model_version_configuration(name: FromPath[str], version: FromPath[str]) -> dict[str, Any]:
+        """Triton's model configuration (a bundle is version 1)."""
+        return await configuration(name, version)
+
+    @get(model + "/stats", responses=_errors(401, 404), **keyed)
+    async def model_statistics(name: FromPath[str]) -> dict[str, list[dict[str, Any]]]:
+        """Triton's statistics extension: request counts and durations, queue, tokenization (compute_input),
+        model calls (compute_infer) and post-processing (compute_output)."""
+        return await statistics(name, None)
+
+    @get(versioned + "/stats", responses=_errors(401, 404), **keyed)
+    async def model_version_statistics(
+        name: FromPath[str], version: FromPath[str]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Triton's statistics extension (a bundle is version 1)."""
+        return await statistics(name, version)
 
     @get(model + "/ready", tags=tags, responses=ready_errors)
     async def model_ready(name: FromPath[str]) -> Response[dict[str, Any]]:
@@ -178,6 +216,10 @@ def _v2_model_routes(state: ServerState, guards: list[Any]) -> list[Any]:
     return [
         model_metadata,
         model_version_metadata,
+        model_configuration,
+        model_version_configuration,
+        model_statistics,
+        model_version_statistics,
         model_ready,
         model_version_ready,
         model_infer,
@@ -187,13 +229,17 @@ def _v2_model_routes(state: ServerState, guards: list[Any]) -> list[Any]:
 
 async def _infer(state: ServerState, runner: ModelRunner, request: Request[Any, Any, Any]) -> Response[bytes]:
     parsed = parse_request(await request.body(), request.headers.get(HEADER_LENGTH))
+    used = MODEL_PARAMETERS[runner.kind]
+    parameters = {k: v for k, v in parsed.parameters.items() if k in used}
+    ignored = [k for k in parsed.parameters if k not in used and k not in CODEC_PARAMETERS]
+    check_outputs(parsed, [t.name for t in outputs(runner)], classes(runner))
     if runner.kind == "discriminator":
-        outputs = await _detect_tensors(state, runner, parsed.inputs, parsed.parameters)
+        tensors = await _detect_tensors(state, runner, parsed.inputs, parameters)
     elif runner.kind == "tagger":
-        outputs = await _tag_tensors(state, runner, parsed.inputs, parsed.parameters)
+        tensors = await _tag_tensors(state, runner, parsed.inputs, parameters)
     else:
-        outputs = await _classify_tensors(state, runner, parsed.inputs, parsed.parameters)
-    body, headers = encode_response(runner.name, VERSION, parsed, outputs)
+        tensors = await _classify_tensors(state, runner, parsed.inputs, parameters)
+    body, headers = encode_response(runner.name, VERSION, parsed, tensors, ignored, classes(runner))
     return Response(body, headers=headers, media_type=headers.pop("Content-Type"))
 
 
@@ -209,41 +255,6 @@ def _model(state: ServerState, name: str, version: str | None) -> ModelRunner:
             status_code=404, detail=f"model {name!r} has version {VERSION} only, not {version!r}"
         )
     return runner
-
-
-def _metadata(runner: ModelRunner) -> ModelMetadata:
-    texts = [TensorMetadata("text", "BYTES", [-1])]
-    if runner.kind in TOKEN_OUTPUTS:
-        names = TOKEN_OUTPUTS[runner.kind]
-        per_token = [TensorMetadata(n, t, [-1, -1]) for n, t in names if n in _PER_TOKEN]
-        per_text = [TensorMetadata(n, t, [-1]) for n, t in names if n not in _PER_TOKEN]
-        outputs = per_token + per_text
-    else:
-        texts.append(TensorMetadata("text_pair", "BYTES", [-1]))
-        if runner.regression:
-            outputs = [TensorMetadata("score", "FP32", [-1])]
-        else:
-            outputs = [
-                TensorMetadata("probabilities", "FP32", [-1, len(runner.labels)]),
-                TensorMetadata("label", "BYTES", [-1]),
-            ]
-        outputs.append(TensorMetadata("truncated", "BOOL", [-1]))
-    return ModelMetadata(runner.name, [VERSION], PLATFORM, texts, outputs)
-
-
-_DETECTOR_OUTPUTS = [
-    ("scores", "FP32"),
-    ("replaced", "BOOL"),
-    ("starts", "INT64"),
-    ("ends", "INT64"),
-    ("tokens", "BYTES"),
-    ("lengths", "INT64"),
-    ("windows", "INT64"),
-    ("truncated", "BOOL"),
-]
-_TAGGER_OUTPUTS = [("labels", "BYTES"), ("scores", "FP32"), *_DETECTOR_OUTPUTS[2:]]
-TOKEN_OUTPUTS = {"discriminator": _DETECTOR_OUTPUTS, "tagger": _TAGGER_OUTPUTS}
-_PER_TOKEN = {"labels", "scores", "replaced", "starts", "ends", "tokens"}
 
 
 class TagTensorRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -269,13 +280,10 @@ def _texts(inputs: dict[str, Any], name: str, allowed: set[str]) -> list[str]:
 
 
 def _route_parameters(parameters: dict[str, Any], into: type[Any], fields: dict[str, Any]) -> Any:
-    """/detect's or /classify's request from the protocol's inputs and parameters (its checks and limits)."""
-    given = {k: v for k, v in parameters.items() if k not in TRANSPORT_PARAMETERS}
-    clash = set(given) & set(fields)
-    if clash:
-        raise ProtocolError(f"parameter {sorted(clash)[0]!r} is an input here, not a parameter")
+    """/detect's, /tag's or /classify's request from the protocol's inputs and the parameters the model uses
+    (the route's checks and limits)."""
     try:
-        return msgspec.convert({**given, **fields}, into)
+        return msgspec.convert({**parameters, **fields}, into)
     except msgspec.ValidationError as e:
         raise ProtocolError(f"parameters: {e}") from None
 

@@ -22,7 +22,7 @@ from litestar import Litestar
 from litestar.exceptions import HTTPException
 
 from electra.errors import InputError
-from electra.serving import timing
+from electra.serving import statistics, timing
 from electra.serving.arrivals import arrived
 from electra.serving.batcher import Arrivals, Batcher
 from electra.serving.metrics import ModelMetrics
@@ -63,6 +63,7 @@ class ServerState:
         self.runners = runners
         self.by_kind = {k: {n: r for n, r in runners.items() if r.kind == k} for k in KIND_ROUTE}
         self.metrics = {name: ModelMetrics.for_model(name) for name in runners}
+        self.statistics = statistics.Statistics(runners)
         self.batchers: dict[str, Batcher] = {}
         self.arrivals = Arrivals()
         self.ready = False
@@ -173,6 +174,8 @@ class ServerState:
         self, runner: ModelRunner, encode: Callable[[list[Any]], list[Encoded]], items: list[Any]
     ) -> list[Encoded]:
         """`encode(items)`, off the event loop when the texts are long (TooLong: see error_response)."""
+        # From here on the request is the model's: it counts in its statistics as a success or a failure.
+        statistics.entered(runner.name)
         start = time.perf_counter()
         chars = sum(len(x) if isinstance(x, str) else len(x[0]) + len(x[1] or "") for x in items)
         if chars <= INLINE_TOKENIZE_CHARS:
@@ -190,6 +193,7 @@ class ServerState:
         arrived()
         rows = await self.batchers[runner.name].submit(encoded)
         self.metrics[runner.name].inputs.inc(inputs)
+        statistics.answered()
         return rows
 
     # --- request checks ------------------------------------------------------------------------------

@@ -23,6 +23,11 @@ def add(stage: str, seconds: float) -> None:
         stages[stage] = stages.get(stage, 0.0) + seconds
 
 
+def current() -> dict[str, float] | None:
+    """The stages recorded so far for the request being served (None outside a request)."""
+    return _STAGES.get()
+
+
 def header_value(stages: dict[str, float]) -> bytes:
     return ", ".join(f"{name};dur={1e3 * s:.3f}" for name, s in stages.items()).encode()
 

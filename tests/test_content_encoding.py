@@ -1,0 +1,98 @@
+"""The decoding of compressed request bodies (electra.serving.content_encoding) on its own, below HTTP: what a
+route reading the body gets, step by step. Through a running server and tritonclient:
+tests/test_standard_clients.py."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import zlib
+from typing import Any
+
+import pytest
+from litestar.exceptions import HTTPException
+from litestar.exceptions.http_exceptions import RequestEntityTooLarge
+
+from electra.serving.content_encoding import CHUNK, BadEncoding, Inflating, coding_of
+
+
+def receive_of(wire: bytes, piece: int) -> Any:
+    """An ASGI receive that hands over `wire` `piece` bytes at a time."""
+    parts = [wire[i : i + piece] for i in range(0, len(wire), piece)] or [b""]
+
+    async def receive() -> dict[str, Any]:
+        body = parts.pop(0)
+        return {"type": "http.request", "body": body, "more_body": bool(parts)}
+
+    return receive
+
+
+def read(receive: Any, limit: int | None = None) -> list[bytes]:
+    """The chunks a route gets, stopping as Litestar does once they pass `limit`."""
+
+    async def run() -> list[bytes]:
+        chunks, total = [], 0
+        while True:
+            message = await receive()
+            chunks.append(message["body"])
+            total += len(message["body"])
+            if limit is not None and total > limit:
+                raise RequestEntityTooLarge
+            if not message["more_body"]:
+                return chunks
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate"])
+@pytest.mark.parametrize("piece", [1, 1000, 10**7])
+def test_bodies_come_out_whole_in_bounded_chunks(coding: str, piece: int) -> None:
+    body = b"".join(b"text %d, " % i for i in range(60_000))  # 0.6 MB, compresses about 5x
+    wire = gzip.compress(body) if coding == "gzip" else zlib.compress(body)
+    chunks = read(Inflating(receive_of(wire, piece), coding, limit=10**7))
+    assert b"".join(chunks) == body
+    assert max(len(c) for c in chunks) <= CHUNK
+
+
+def test_a_bomb_is_cut_off_after_a_chunk_past_the_limit() -> None:
+    wire = gzip.compress(b"\0" * 50_000_000)  # 50 MB from 50 kB
+    decoded = []
+
+    async def count(receive: Any) -> None:
+        while True:
+            message = await receive()
+            decoded.append(len(message["body"]))
+            if sum(decoded) > 1_000_000:
+                raise RequestEntityTooLarge
+
+    with pytest.raises(RequestEntityTooLarge):
+        asyncio.run(count(Inflating(receive_of(wire, 65536), "gzip", limit=1_000_000)))
+    assert sum(decoded) <= 1_000_000 + CHUNK  # never more than a chunk past the limit
+
+
+def test_the_wire_bytes_count_against_the_limit_too() -> None:
+    wire = gzip.compress(bytes(range(256)) * 4000)  # ~1 MB that barely compresses
+    with pytest.raises(RequestEntityTooLarge):
+        read(Inflating(receive_of(wire, 4096), "gzip", limit=len(wire) // 2))
+
+
+def test_a_cut_off_stream_is_an_error() -> None:
+    with pytest.raises(BadEncoding, match="ends before its stream does"):
+        read(Inflating(receive_of(zlib.compress(b"x" * 1000)[:-3], 100), "deflate", limit=10**6))
+
+
+@pytest.mark.parametrize(
+    ("header", "coding"),
+    [("gzip", "gzip"), ("GZIP", "gzip"), ("x-gzip", "gzip"), ("deflate", "deflate"), ("identity", None),
+     ("identity, gzip", "gzip"), ("", None)],
+)  # fmt: skip
+def test_the_coding_is_read_from_the_header(header: str, coding: str | None) -> None:
+    assert coding_of([(b"content-encoding", header.encode())]) == coding
+    assert coding_of([(b"content-type", b"application/json")]) is None
+
+
+@pytest.mark.parametrize("header", ["br", "zstd", "compress", "gzip, deflate", "gzip, gzip"])
+def test_other_codings_are_415_naming_the_supported_ones(header: str) -> None:
+    with pytest.raises(HTTPException) as e:
+        coding_of([(b"content-encoding", header.encode())])
+    assert e.value.status_code == 415 and e.value.headers == {"Accept-Encoding": "gzip, deflate"}
