@@ -182,6 +182,8 @@ def pretrain_arm(setup: Setup, arm: str, steps: int) -> list[dict[str, Any]]:
             stop_at=stop,
             generator_lr_scale=setup.generator_lr_scale if objective == "electra" else 1.0,
             resume=(run / "checkpoints").is_dir(),
+            # A run killed before its first checkpoint left nothing to continue: start it over.
+            overwrite=not (run / "checkpoints").is_dir(),
             log_every=50,
             eval_every=max(1, steps // 8),
             checkpoint_every=steps + 1,

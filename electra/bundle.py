@@ -1,15 +1,19 @@
 """The ONNX bundle format: what `electra export` writes and `electra serve` reads, defined once.
 
 A bundle is a directory: `model.onnx` (the fused graph), the tokenizer files, the Hugging Face `config.json`
-and `bundle.json`, the `Bundle` below. The exporter builds a `Bundle` and writes it with `write_bundle`; the
-server and everything else reads it with `read_bundle`, which validates it and answers a one-line InputError
-naming the file when it is missing, corrupt or from another format version.
+and `bundle.json`, the `Bundle` below; a discriminator exported with its generator (the masked LM it was
+pre-trained with, which proposes what a flagged token should be) also holds `generator/model.onnx` and
+`generator/config.json`, described by `Bundle.generator`. The exporter builds a `Bundle` and writes it with
+`write_bundle`; the server and everything else reads it with `read_bundle`, which validates it and answers a
+one-line InputError naming the file when it is missing, corrupt or from another format version.
 
 Imports neither torch nor onnx: the server has neither.
 
 Compatibility: every bundle.json the exporter has written (format version 1) has every field below, so all
 are required except the nullable ones (labels, problem_type, dev_accuracy, a parity's agreement and
-tolerance), which default to null. Unknown fields are ignored, so a newer exporter may add information
+tolerance), which default to null. `generator` came later, with a default (null: no generator), so a bundle
+without it reads as before, and an older server reads a bundle with one as a plain discriminator. Unknown
+fields are ignored, so a newer exporter may add information
 without breaking older servers; a change older readers must not ignore needs a new BUNDLE_VERSION.
 """
 
@@ -23,7 +27,7 @@ import msgspec
 
 from electra.atomic import atomic_write_text
 from electra.errors import InputError
-from electra.files import BUNDLE_JSON, MODEL_ONNX
+from electra.files import BUNDLE_JSON, GENERATOR_DIR, MODEL_ONNX
 from electra.padding import PADDING_SIDE
 
 BUNDLE_FORMAT = "electra-onnx-bundle"
@@ -38,6 +42,11 @@ PRECISIONS: tuple[str, ...] = get_args(Precision)
 # discriminator, batch x labels for a classifier, batch x sequence x labels for a tagger.
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "logits"
+# The generator's graph takes one more input: flat indices into the batch x sequence positions (row * padded
+# length + position) where a prediction is wanted; its logits are masked positions x vocabulary, so the
+# vocabulary projection runs only where it is read.
+MASKED_POSITIONS = "masked_positions"
+GENERATOR_INPUT_NAMES = (*INPUT_NAMES, MASKED_POSITIONS)
 # The fused attention reads the mask as per-row lengths, so inputs must be padded on the right (PADDING_SIDE,
 # the side electra.padding pads on, re-exported here because a bundle records it).
 
@@ -103,6 +112,20 @@ class Versions(msgspec.Struct, frozen=True, kw_only=True):
     onnx: str
 
 
+class Generator(msgspec.Struct, frozen=True, kw_only=True):
+    """The generator beside a discriminator: generator/model.onnx, fused and at the bundle's precision."""
+
+    inputs: list[str] = msgspec.field(default_factory=lambda: list(GENERATOR_INPUT_NAMES))
+    output: str = OUTPUT_NAME
+    vocab_size: int
+    num_hidden_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    fused_operators: dict[str, int]
+    parity: Parity  # logits at masked positions; agreement: the top-1 token
+    source: Source
+
+
 class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     """bundle.json, field for field and in its order."""
 
@@ -127,13 +150,17 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     export: ExportSettings
     parity: Parity
     dev_accuracy: DevAccuracy | None = None
+    generator: Generator | None = None
     source: Source
     versions: Versions
     created: str  # ISO 8601, UTC
 
     def to_dict(self) -> dict[str, Any]:
-        """bundle.json's JSON object."""
-        return msgspec.to_builtins(self)
+        """bundle.json's JSON object (without `generator` when there is none, as before it existed)."""
+        out = msgspec.to_builtins(self)
+        if out.get("generator") is None:
+            del out["generator"]
+        return out
 
 
 def write_bundle(bundle_dir: Path, bundle: Bundle) -> Path:
@@ -158,6 +185,8 @@ def read_bundle(bundle_dir: Path) -> Bundle:
     bundle = _parse(raw, path)
     if not (bundle_dir / MODEL_ONNX).is_file():
         raise InputError(f"{bundle_dir}: {MODEL_ONNX} is missing; {_FIX}")
+    if bundle.generator is not None and not (bundle_dir / GENERATOR_DIR / MODEL_ONNX).is_file():
+        raise InputError(f"{bundle_dir}: {GENERATOR_DIR}/{MODEL_ONNX} is missing; {_FIX}")
     return bundle
 
 
@@ -204,6 +233,9 @@ def _problems(raw: dict[str, Any]) -> list[str]:
         problems.append("fused_operators is missing")
     if not isinstance(raw.get("parity"), dict):
         problems.append("parity is missing")
+    generator = raw.get("generator")
+    if generator is not None and raw.get("kind") != "discriminator":
+        problems.append(f"a {raw.get('kind')} has no generator (only a discriminator does)")
     return problems
 
 
@@ -211,13 +243,16 @@ __all__ = [
     "BUNDLE_FORMAT",
     "BUNDLE_VERSION",
     "EXPORTABLE_KINDS",
+    "GENERATOR_INPUT_NAMES",
     "INPUT_NAMES",
+    "MASKED_POSITIONS",
     "OUTPUT_NAME",
     "PADDING_SIDE",
     "PRECISIONS",
     "Bundle",
     "DevAccuracy",
     "ExportSettings",
+    "Generator",
     "Kind",
     "Parity",
     "Precision",

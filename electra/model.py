@@ -418,8 +418,9 @@ class ElectraLinearClassificationHead(nn.Module):
 class ElectraTagger(ElectraPreTrainedModel):
     """HF's ElectraForTokenClassification: (B, L, num_labels) logits, one row per token.
 
-    The head is the official one too (google-research/electra finetune/tagging/tagging_tasks.py: dropout on
-    the sequence output, one dense layer), so there is no second head to choose between.
+    Dropout (`classifier_dropout`, else the hidden dropout), then one dense layer. With `classifier_dropout`
+    0 it is the official head (google-research/electra finetune/tagging/tagging_tasks.py: tf.layers.dense on
+    the sequence output, no dropout of its own), which the official fine-tuning recipe trains.
     """
 
     kind = "tagger"

@@ -6,6 +6,8 @@ Configured by environment variables (loadtests/run.py sets them from the server'
   ELECTRA_DETECT_MODEL    detector sent as "model" (unset: the server's only detector; "none": no /detect)
   ELECTRA_CLASSIFY_MODEL  classifier name; unset, empty or "none": no /classify traffic at all
   ELECTRA_TAG_MODEL       tagger name; unset, empty or "none": no /tag traffic at all
+  ELECTRA_DETECT_SUGGEST  k > 0 (a detector with a generator): some /detect, v2 and /hf requests ask for k
+                          suggestions per flagged token (`suggest`, fill-mask's top_k); 0 or unset: none
   ELECTRA_API_KEY         sent as `Authorization: Bearer KEY` when the server has --api-key-file
   ELECTRA_WAIT_MIN/MAX    think time between a user's requests in seconds (default 0.05 / 0.5)
 
@@ -25,6 +27,7 @@ from locust import FastHttpUser, between, events, task
 DETECT_MODEL = os.environ.get("ELECTRA_DETECT_MODEL", "").strip()
 CLASSIFY_MODEL = os.environ.get("ELECTRA_CLASSIFY_MODEL", "").strip()
 TAG_MODEL = os.environ.get("ELECTRA_TAG_MODEL", "").strip()
+SUGGEST = int(os.environ.get("ELECTRA_DETECT_SUGGEST", "0").strip() or 0)
 NO_MODEL = "none"
 API_KEY = os.environ.get("ELECTRA_API_KEY", "").strip()
 WAIT_MIN = float(os.environ.get("ELECTRA_WAIT_MIN", "0.05"))
@@ -136,12 +139,20 @@ class ElectraUser(FastHttpUser):
             else:
                 resp.success()
 
-    def post_v2(self, model: str, texts: list[str]) -> None:
-        body = {"inputs": [{"name": "text", "shape": [len(texts)], "datatype": "BYTES", "data": texts}]}
+    def post_v2(self, model: str, texts: list[str], parameters: dict[str, Any] | None = None) -> None:
+        body: dict[str, Any] = {
+            "inputs": [{"name": "text", "shape": [len(texts)], "datatype": "BYTES", "data": texts}]
+        }
+        if parameters:
+            body["parameters"] = parameters
         self.post(f"/v2/models/{model}/infer", body, len(texts), name="/v2/models/{name}/infer")
 
-    def post_hf(self, model: str, texts: list[str]) -> None:
-        self.post(f"/hf/{model}", {"inputs": texts}, len(texts), name="/hf/{name}")
+    def post_hf(self, model: str, texts: list[str], parameters: dict[str, Any] | None = None) -> None:
+        body: dict[str, Any] = {"inputs": texts}
+        if parameters:  # fill-mask (top_k) on a detector with a generator: its stats under a name of its own
+            body["parameters"] = parameters
+        name = "/hf/{name} fill-mask" if parameters and "top_k" in parameters else "/hf/{name}"
+        self.post(f"/hf/{model}", body, len(texts), name=name)
 
 
 def count_results(body: Any) -> int:
@@ -177,15 +188,23 @@ class DetectUser(ElectraUser):
         texts = [make_text(self.rng) for _ in range(self.rng.randint(2, 8))]
         self.post("/detect", self.body(texts=texts), len(texts))
 
+    @task(2)
+    def detect_suggest(self) -> None:
+        if not SUGGEST:
+            return self.detect_one()
+        body = self.body(text=make_text(self.rng), suggest=SUGGEST)
+        self.post("/detect", body, 1, name="/detect suggest")
+
     @task(1)
     def detect_protocols(self) -> None:
         if not DETECT_MODEL:  # the standard protocols name the model in the URL
             return self.detect_one()
         texts = [make_text(self.rng) for _ in range(self.rng.randint(1, 4))]
+        suggest = SUGGEST and self.rng.random() < 0.5
         if self.rng.random() < 0.5:
-            self.post_v2(DETECT_MODEL, texts)
+            self.post_v2(DETECT_MODEL, texts, {"suggest": SUGGEST} if suggest else None)
         else:
-            self.post_hf(DETECT_MODEL, texts)
+            self.post_hf(DETECT_MODEL, texts, {"top_k": SUGGEST} if suggest else None)
 
 
 class ClassifyUser(ElectraUser):

@@ -72,11 +72,14 @@ MODEL_ENV = {
     "tag": "ELECTRA_TAG_MODEL",
 }
 KIND_OF = {"detect": "discriminator", "classify": "classifier", "tag": "tagger"}
+# Suggestions per flagged token the detector users ask for when their detector has a generator.
+SUGGEST = 3
 
 
-def pick_models(base: str, headers: dict[str, str], args: argparse.Namespace) -> dict[str, str]:
+def pick_models(base: str, headers: dict[str, str], args: argparse.Namespace) -> tuple[dict[str, str], int]:
     """The model each route's users call ("detect", "classify", "tag"): as given, else the first of its kind
-    in /models, else "none"."""
+    in /models, else "none"; and the suggestions per token the detector users ask for (SUGGEST when the
+    detector has a generator, else 0)."""
     status, body = http_get(f"{base}/models", headers)
     if status != 200:
         hint = " (set ELECTRA_API_KEY to a key from the server's --api-key-file)" if status == 401 else ""
@@ -91,7 +94,8 @@ def pick_models(base: str, headers: dict[str, str], args: argparse.Namespace) ->
     }
     if set(picked.values()) == {"none"}:
         raise RunError(f"nothing to load-test: no detector, classifier or tagger selected from {models}")
-    return picked
+    detector = next((m for m in models if m["name"] == picked["detect"]), {})
+    return picked, SUGGEST if detector.get("generator") else 0
 
 
 @dataclass
@@ -99,6 +103,7 @@ class Outcome:
     """What happened: the models the users called, Locust's exit, the run's length and the server's end."""
 
     picked: dict[str, str] = field(default_factory=dict)
+    suggest: int = 0  # the detector users' `suggest` (0: the detector has no generator)
     locust_rc: int | None = None
     elapsed: float = 0.0
     server_died: bool = False
@@ -220,6 +225,7 @@ def run_locust(args: argparse.Namespace, base: str, prefix: Path, outcome: Outco
     """Locust headless against `base` for --seconds, its CSVs at `prefix`; fills in `outcome`."""
     spawn_rate = args.spawn_rate or float(args.users)
     env = dict(os.environ, **{MODEL_ENV[route]: name for route, name in outcome.picked.items()})
+    env["ELECTRA_DETECT_SUGGEST"] = str(outcome.suggest)
     env.update(ELECTRA_WAIT_MIN=str(args.wait[0]), ELECTRA_WAIT_MAX=str(args.wait[1]))
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless"]
     cmd += ["-u", str(args.users), "-r", f"{spawn_rate:g}", "-t", f"{args.seconds}s"]
@@ -252,6 +258,7 @@ def summarize(
         },
         "models": dict(spec.partition("=")[::2] for spec in args.model),
         **chosen,
+        "detect_suggest": outcome.suggest,
         "server_args": server_args,
         "users": args.users,
         "spawn_rate": args.spawn_rate or float(args.users),
@@ -299,8 +306,10 @@ def main(argv: list[str] | None = None) -> int:
     outcome = Outcome()
     try:
         ready_s = server.wait_ready(args.ready_timeout, name="electra serve")
-        outcome.picked = pick_models(base, auth, args)
+        outcome.picked, outcome.suggest = pick_models(base, auth, args)
         chosen = " ".join(f"{route}={name}" for route, name in outcome.picked.items())
+        if outcome.suggest:
+            chosen += f" (with suggest {outcome.suggest})"
         print(
             f"loadtest: server ready in {ready_s:.1f} s; {chosen}; {args.users} users for {args.seconds} s",
             file=sys.stderr,

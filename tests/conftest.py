@@ -290,3 +290,39 @@ def serving_bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
         # Seed 5: random weights that still predict a mix of tags (O, B-LOC, I-PER, B-ORG) rather than one.
         "tagger": build_serving_bundle(root, "tagger", seed=5, id2label=SERVING_TAGS),
     }
+
+
+def build_suggest_pair(root: Path, seed: int = 3) -> Path:
+    """A pre-training run's outputs in miniature: root/run/discriminator and root/run/generator, tiny
+    random-weight HF directories over the serving vocabulary (the generator sized from the discriminator as
+    pre-training sizes it); returns root/run."""
+    import torch
+
+    from electra.config import ElectraConfig, generator_config
+    from electra.hf_format import save_hf_dir
+    from electra.model import build_model
+    from electra.tokenizer import load_tokenizer, save_tokenizer
+
+    tokenizer = load_tokenizer(write_serving_vocab(root / "vocab.txt"))
+    cfg = ElectraConfig.from_size("tiny", vocab_size=tokenizer.get_vocab_size(), max_position_embeddings=128)
+    torch.manual_seed(seed)
+    for kind, kind_cfg in (("discriminator", cfg), ("generator", generator_config(cfg))):
+        model = build_model(kind, kind_cfg)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn_like(p) * 0.2)
+        save_tokenizer(tokenizer, save_hf_dir(model, root / "run" / kind))
+    return root / "run"
+
+
+@pytest.fixture(scope="session")
+def suggest_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A detector exported with its generator (fp32, max_seq_len 64); the run it came from is its
+    `source_run` sibling (bundle.parent / "run")."""
+    from electra.onnx.export import export_bundle
+
+    root = tmp_path_factory.mktemp("suggest")
+    run = build_suggest_pair(root)
+    out = root / "bundle"
+    export_bundle(run / "discriminator", out, max_seq_len=64, generator_dir=run / "generator")
+    return out

@@ -398,6 +398,36 @@ def test_inputs_of_a_departed_client_never_reach_the_model() -> None:
     assert runner.batches == [[0], [3]]
 
 
+def test_a_departed_clients_inputs_leave_the_queue_at_once() -> None:
+    """Not only skipped when a batch is taken: the queue's room and its gauge no longer count them, so a
+    client that leaves while the model is busy does not keep others out with a 503."""
+    gate = threading.Event()
+    runner = StubRunner(gate=gate)
+    registry = CollectorRegistry()
+
+    async def scenario() -> None:
+        b = Batcher(runner, metrics(registry), 8192, 4, 0.0, 4)
+        b.start()
+        first = asyncio.create_task(b.submit(encs(5, start=0)))
+        assert await asyncio.to_thread(runner.entered.wait, GATE_TIMEOUT_S)  # taken, busy in the model
+        gone = asyncio.create_task(b.submit(encs(5, 5, 5, start=1)))
+        await asyncio.sleep(0)
+        assert b.waiting == 3 and sample(registry, "electra_queue_size") == 3
+        gone.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        assert b.waiting == 0 and sample(registry, "electra_queue_size") == 0
+        later = asyncio.create_task(b.submit(encs(5, 5, 5, 5, start=4)))  # would not fit beside the 3
+        await asyncio.sleep(0)
+        gate.set()
+        assert_own_rows(encs(5, start=0), await first)
+        assert_own_rows(encs(5, 5, 5, 5, start=4), await later)
+        await b.close()
+
+    run(scenario())
+    assert runner.batches == [[0], [4, 5, 6, 7]]
+
+
 def test_batch_metrics_count_rows_and_padded_tokens() -> None:
     runner = StubRunner()
     registry = CollectorRegistry()

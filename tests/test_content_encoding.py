@@ -96,3 +96,30 @@ def test_other_codings_are_415_naming_the_supported_ones(header: str) -> None:
     with pytest.raises(HTTPException) as e:
         coding_of([(b"content-encoding", header.encode())])
     assert e.value.status_code == 415 and e.value.headers == {"Accept-Encoding": "gzip, deflate"}
+
+
+def test_codings_answered_inside_the_route_are_counted_with_their_status(
+    serving_bundles: dict[str, Any],
+) -> None:
+    """A 415 surfaces where the route reads its body, inside the middlewares, so the HTTP metrics count it
+    as such, not as a 500 of an exception that went past them; a compressed body whose Content-Length is over
+    the limit is named by that size."""
+    from litestar.testing import TestClient
+    from prometheus_client import REGISTRY
+
+    from electra.serving.app import create_app
+    from electra.serving.settings import ModelSpec, ServeSettings
+
+    def count(status: int) -> float:
+        labels = {"method": "POST", "path": "/detect", "app_name": "electra", "status_code": str(status)}
+        return REGISTRY.get_sample_value("electra_http_requests_total", labels) or 0.0
+
+    settings = ServeSettings(models=(ModelSpec("detector", serving_bundles["detector"]),), threads=1)
+    before = {s: count(s) for s in (415, 413, 500)}
+    with TestClient(create_app(settings)) as client:
+        r = client.post("/detect", content=b'{"text": "a"}', headers={"Content-Encoding": "br"})
+        assert r.status_code == 415 and r.headers["accept-encoding"] == "gzip, deflate"
+        wire = gzip.compress(b'{"text": "' + b"a" * 3_000_000 + b'"}')
+        r = client.post("/detect", content=wire + b"\0" * 2_000_000, headers={"Content-Encoding": "gzip"})
+        assert r.status_code == 413 and "bytes, gzip-compressed)" in r.json()["detail"]
+    assert {s: count(s) - before[s] for s in before} == {415: 1, 413: 1, 500: 0}

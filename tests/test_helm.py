@@ -328,6 +328,41 @@ def test_the_servers_own_parser_accepts_the_rendered_environment() -> None:
     assert server("cpu-values.yaml", sets=("server.port=9000",))["ports"][0]["containerPort"] == 9000
 
 
+def test_the_charts_client_limits_are_the_servers_defaults() -> None:
+    """Header and body timeouts, the connection cap and the header size: the chart's values are the
+    server's own defaults (README, "Reliability"), and each can be set."""
+    from electra.cli.serve_cmd import OPTIONS, settings_from
+    from electra.serving.settings import ServeSettings
+
+    fields = ("header_timeout_s", "body_timeout_s", "max_connections", "max_header_bytes")
+    args = argparse.Namespace(model=None, **{o.replace("-", "_"): None for o in OPTIONS})
+    rendered = settings_from(args, environ=config("cpu-values.yaml"))
+    defaults = ServeSettings(models=rendered.models)
+    assert [getattr(rendered, f) for f in fields] == [getattr(defaults, f) for f in fields]
+    sets = ("server.headerTimeout=2.5", "server.bodyTimeout=5", "server.maxConnections=64")
+    cfg = config("cpu-values.yaml", sets=(*sets, "server.maxHeaderBytes=16384"))
+    changed = settings_from(args, environ=cfg)
+    assert [getattr(changed, f) for f in fields] == [2.5, 5.0, 64, 16384]
+
+
+def test_chart_sets_the_suggestions_limit() -> None:
+    """/detect's `suggest` (a bundle exported with its generator): the chart's maxSuggest is the server's
+    default, can be set, must be at least 1, and the notes say how to ask for suggestions."""
+    from electra.cli.serve_cmd import OPTIONS, settings_from
+    from electra.serving.settings import ServeSettings
+
+    args = argparse.Namespace(model=None, **{o.replace("-", "_"): None for o in OPTIONS})
+    rendered = settings_from(args, environ=config("cpu-values.yaml"))
+    assert rendered.max_suggest == ServeSettings(models=rendered.models).max_suggest
+    changed = config("cpu-values.yaml", sets=("server.maxSuggest=3",))
+    assert changed["ELECTRA_MAX_SUGGEST"] == "3" and settings_from(args, environ=changed).max_suggest == 3
+    too_few = render_error("cpu-values.yaml", sets=("server.maxSuggest=0",))
+    assert "at '/server/maxSuggest': minimum" in too_few
+    cpu = str(CHART / "ci" / "cpu-values.yaml")
+    notes = helm("install", "rel", str(CHART), "--dry-run=client", "-f", cpu)
+    assert '"suggest": 3' in notes[notes.index("NOTES:") :]
+
+
 def test_access_log_and_extra_env() -> None:
     c = server(
         "cpu-values.yaml", set_json=('server={"accessLog": true}', 'extraEnv=[{"name":"A","value":"1"}]')

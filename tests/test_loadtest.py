@@ -16,12 +16,15 @@ RUNNER = ROOT / "loadtests" / "run.py"
 
 
 @pytest.mark.slow
-def test_loadtest_runs_without_failures(serving_bundles: dict[str, Path], tmp_path: Path) -> None:
+def test_loadtest_runs_without_failures(
+    serving_bundles: dict[str, Path], suggest_bundle: Path, tmp_path: Path
+) -> None:
     # Only looked up, never imported: importing locust monkey-patches this process with gevent.
     if importlib.util.find_spec("locust") is None:
         pytest.skip("locust is absent (it is in the dev extra: pip install -e '.[dev]')")
     out = tmp_path / "results"
-    cmd = [sys.executable, str(RUNNER), "--model", f"detector={serving_bundles['detector']}"]
+    # The detector has a generator, so its users ask for suggestions too (/detect, v2, fill-mask on /hf).
+    cmd = [sys.executable, str(RUNNER), "--model", f"detector={suggest_bundle}"]
     cmd += ["--model", f"sentiment={serving_bundles['sentiment']}"]
     cmd += ["--model", f"tagger={serving_bundles['tagger']}"]
     # CI has 2 cores shared by the server and Locust: a handful of users keeps latency meaningful.
@@ -35,7 +38,7 @@ def test_loadtest_runs_without_failures(serving_bundles: dict[str, Path], tmp_pa
     assert summary["total_requests"] > 0 and summary["rps"] > 0
     assert summary["server_died"] is False and summary["server_exit_code"] == 0, log
     models = (summary["detect_model"], summary["classify_model"], summary["tag_model"])
-    assert models == ("detector", "sentiment", "tagger")
+    assert models == ("detector", "sentiment", "tagger") and summary["detect_suggest"] > 0
     # Every endpoint saw traffic (the standard protocols' too) and has latency percentiles.
     endpoints = (
         "POST /detect",
@@ -43,6 +46,8 @@ def test_loadtest_runs_without_failures(serving_bundles: dict[str, Path], tmp_pa
         "POST /tag",
         "POST /v2/models/{name}/infer",
         "POST /hf/{name}",
+        "POST /detect suggest",
+        "POST /hf/{name} fill-mask",
     )
     for endpoint in endpoints:
         stats = summary["endpoints"][endpoint]

@@ -69,6 +69,8 @@ def test_the_three_recipes_differ_only_where_documented() -> None:
     assert (official.adam, official.adam_eps, official.weight_decay) == ("official", 1e-6, 0.01)
     assert (official.head, official.head_init, official.loss_reduction) == ("linear", "glorot", "sum")
     assert official.double_unordered and official.normalize_regression_labels
+    assert (official.lr_table, official.pair_truncation) == ("code", "official")
+    assert (hf.lr_table, hf.pair_truncation) == ("code", "longest_first")  # same lr: A/Bs compare recipes
     assert (hf.adam, hf.adam_eps, hf.weight_decay, hf.layerwise_lr_decay) == ("torch", 1e-8, 0.0, 1.0)
     assert (hf.head, hf.head_init, hf.loss_reduction, hf.schedule) == ("hf", "normal", "mean", "hf")
     assert not hf.double_unordered and not hf.normalize_regression_labels
@@ -76,7 +78,13 @@ def test_the_three_recipes_differ_only_where_documented() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value", "needle"),
-    [("head", "mlp", "--head"), ("adam_eps", 0.0, "--adam-eps"), ("layerwise_lr_decay", 1.5, "(0, 1]")],
+    [
+        ("head", "mlp", "--head"),
+        ("adam_eps", 0.0, "--adam-eps"),
+        ("layerwise_lr_decay", 1.5, "(0, 1]"),
+        ("lr_table", "table7", "--lr-table"),
+        ("pair_truncation", "shortest", "--pair-truncation"),
+    ],
 )
 def test_bad_overrides_are_input_errors(field: str, value: object, needle: str) -> None:
     with pytest.raises(InputError) as e:

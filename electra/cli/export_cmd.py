@@ -1,4 +1,5 @@
-"""`electra export`: a discriminator or classifier to a fused ONNX bundle."""
+"""`electra export`: a discriminator (with its generator, if given), classifier or tagger to a fused ONNX
+bundle."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from electra.bundle import PRECISIONS
 from electra.errors import ElectraError, InputError
-from electra.files import CONFIG_JSON, EVAL_RESULTS_JSON, MODEL_ONNX
+from electra.files import CONFIG_JSON, DISCRIMINATOR_DIR, EVAL_RESULTS_JSON, GENERATOR_DIR, MODEL_ONNX
 from electra.hub import LOCAL_OR_HUB, REVISION_HELP
 from electra.onnx.export import export_bundle
 from electra.onnx.torchscript import MAX_OPSET, MIN_OPSET
@@ -37,9 +38,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--model",
         required=True,
-        help="a discriminator (e.g. RUN/discriminator) or a fine-tuned classifier: " + LOCAL_OR_HUB,
+        help="a discriminator (a pre-training run directory RUN, or RUN/discriminator), a fine-tuned "
+        "classifier or tagger: " + LOCAL_OR_HUB,
     )
     p.add_argument("--revision", help=REVISION_HELP)
+    p.add_argument(
+        "--generator",
+        help="with a discriminator: its generator (masked LM) too, so the server can suggest what a flagged "
+        "token should be (/detect's suggest); a run directory RUN (its generator/), RUN/generator, a Hugging "
+        "Face directory or Hub id (e.g. google/electra-small-generator)",
+    )
+    p.add_argument("--generator-revision", help="with a Hub id for --generator: " + REVISION_HELP)
     p.add_argument("--out", type=Path, required=True, help="bundle directory")
     p.add_argument(
         "--precision",
@@ -109,7 +118,12 @@ def run_export(args: argparse.Namespace) -> int:
     from electra.hub import resolve
 
     # A Hub id becomes its snapshot in the Hugging Face cache; the stage takes local directories only.
-    args.model = resolve(args.model, args.revision, what="model")
+    args.model = _in_run(resolve(args.model, args.revision, what="model"), DISCRIMINATOR_DIR)
+    generator = None
+    if args.generator is not None:
+        generator = _in_run(resolve(args.generator, args.generator_revision, what="model"), GENERATOR_DIR)
+    elif args.generator_revision is not None:
+        raise InputError("--generator-revision goes with --generator")
     meta = export_bundle(
         args.model,
         args.out,
@@ -118,9 +132,21 @@ def run_export(args: argparse.Namespace) -> int:
         max_seq_len=args.max_seq_len,
         overwrite=args.overwrite,
         dev_set=_dev_set(args),
+        generator_dir=generator,
     )
     size = (args.out / MODEL_ONNX).stat().st_size / 1e6
     fused = ", ".join(f"{k} {v}" for k, v in sorted(meta["fused_operators"].items()) if v)
     print(f"wrote {args.out}: {meta['kind']} {meta['precision']}, {size:.1f} MB; fused: {fused}")
     log.info("parity: %s", json.dumps(meta["parity"]))
+    if meta.get("generator"):
+        gen = meta["generator"]
+        size = (args.out / GENERATOR_DIR / MODEL_ONNX).stat().st_size / 1e6
+        top1 = gen["parity"]["agreement"]
+        print(f"  with its generator: {size:.1f} MB, top-1 agreement with PyTorch {top1:.3f}")
+        log.info("generator parity: %s", json.dumps(gen["parity"]))
     return 0
+
+
+def _in_run(path: Path, sub: str) -> Path:
+    """A pre-training run directory (or a Hub repository uploaded from one) stands for its `sub` model."""
+    return path / sub if (path / sub / CONFIG_JSON).is_file() else path

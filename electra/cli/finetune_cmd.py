@@ -131,12 +131,18 @@ def _recipe_args(p: argparse.ArgumentParser) -> None:
         "weight_decay": "decoupled weight decay, never on biases and LayerNorm",
         "layerwise_rule": "official: _get_layer_lrs (top layer decay^2); intended: top layer decay^1",
         "layerwise_lr_decay": f"by width {_per_size('layerwise_lr_decay', DEFAULT_DECAY)}; 1 disables it",
-        "head": "linear: [CLS], dropout, dense (official); hf: ElectraForSequenceClassification's",
+        "head": "linear: [CLS], dropout, dense (official); hf: ElectraForSequenceClassification's; "
+        "taggers: linear is one dense layer without dropout (official), hf has dropout before it",
         "head_init": "glorot: TF's dense default (official); normal: N(0, 0.02) (transformers)",
         "double_unordered": "MRPC and STS-B also train on every pair swapped",
         "schedule": "official: decay over all steps x warmup ramp; hf: warmup, then decay over the rest",
         "loss_reduction": "over the batch, before clipping at norm 1",
         "normalize_regression_labels": "STS-B trains on score / 5 (the saved model still predicts 0..5)",
+        "lr_table": "the lr by width when --lr is not given: code "
+        f"{_per_size('finetune_lr_code', DEFAULT_LR)} (configure_finetuning.py); paper "
+        f"{per_size('finetune_lr', SIZE_NAMES)} (Table 7)",
+        "pair_truncation": "a too-long pair loses tokens from its longer text; on a tie, official: the "
+        "second (_truncate_seq_pair); longest_first: the tokenizers library's rule",
     }
     for name in OVERRIDABLE:
         flag = "--" + name.replace("_", "-")
@@ -194,7 +200,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument(
         "--lr",
         type=float,
-        help=f"peak learning rate (default by the model's width: {_per_size('finetune_lr', DEFAULT_LR)})",
+        help="peak learning rate (default by the model's width and --lr-table: "
+        f"{_per_size('finetune_lr_code', DEFAULT_LR)})",
     )
     _recipe_args(f)
     f.add_argument(

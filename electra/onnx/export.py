@@ -1,4 +1,6 @@
-"""Export a discriminator or classifier to a self-contained, fused ONNX bundle, and prove it still agrees.
+"""Export a discriminator, classifier or tagger to a self-contained, fused ONNX bundle, and prove it still
+agrees; a discriminator may take its generator along (generator/model.onnx, exported, fused, converted and
+checked the same way).
 
 The path, chosen because it is the one ONNX Runtime's transformer optimizer recognises for our graph:
 
@@ -25,13 +27,15 @@ from electra.bundle import (
     Bundle,
     DevAccuracy,
     ExportSettings,
+    Generator,
     Parity,
     Precision,
     Source,
     Versions,
     write_bundle,
 )
-from electra.files import CONFIG_JSON, MODEL_ONNX
+from electra.errors import InputError
+from electra.files import CONFIG_JSON, GENERATOR_DIR, MODEL_ONNX
 from electra.onnx.fusion import (
     ATTENTION_MASK_FORMAT,
     OPT_LEVEL,
@@ -49,10 +53,18 @@ from electra.onnx.parity import (
     check_parity,
     cpu_session,
     dev_accuracy,
+    measure_generator_parity,
     measure_parity,
 )
 from electra.onnx.precision import quantization, write_precision
-from electra.onnx.source import SourceModel, check_arguments, check_dev_set, check_max_seq_len, load_source
+from electra.onnx.source import (
+    SourceModel,
+    check_arguments,
+    check_dev_set,
+    check_max_seq_len,
+    load_generator,
+    load_source,
+)
 from electra.onnx.torchscript import ATTENTION_IMPL, EXPORTER, export_torchscript
 
 log = logging.getLogger("electra.export")
@@ -67,8 +79,10 @@ def export_bundle(
     overwrite: bool = False,
     parity_texts: list[str] | None = None,
     dev_set: DevSet | None = None,
+    generator_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Export `model_dir` (a discriminator or classifier directory with its tokenizer) to a bundle at `out`.
+    """Export `model_dir` (a discriminator, classifier or tagger directory with its tokenizer) to a bundle at
+    `out`; with `generator_dir`, a discriminator's generator goes into the same bundle (generator/).
 
     Returns the bundle.json content. Raises InputError for unusable input and ElectraError when the export
     itself fails (attention not fused, fp32 parity above 1e-4); in both cases nothing is left at `out`.
@@ -78,8 +92,11 @@ def export_bundle(
     model_dir, out = Path(model_dir), Path(out)
     # Everything cheap is checked before loading anything, so a typo fails in milliseconds.
     check_arguments(model_dir, out, precision, opset, overwrite, parity_texts)
+    if generator_dir is not None and Path(generator_dir).resolve() == out.resolve():
+        raise InputError(f"{out} is the generator directory itself; choose another output directory")
     source = load_source(model_dir)
     seq_len = check_max_seq_len(max_seq_len, source.config)
+    generator = None if generator_dir is None else load_generator(Path(generator_dir), source, seq_len)
     texts = list(DEFAULT_PARITY_TEXTS) if parity_texts is None else [(t, None) for t in parity_texts]
     if dev_set is not None:
         check_dev_set(dev_set, source.model)
@@ -92,10 +109,47 @@ def export_bundle(
         parity = measure_parity(*compared, texts, seq_len, precision)
         check_parity(parity, precision, model_dir)
         dev = dev_accuracy(*compared, dev_set, seq_len, precision) if dev_set else None
-        bundle = _describe(source, precision, opset, seq_len, counts, parity, dev)
-        _write_files(tmp, source, bundle)
+        described = None
+        if generator is not None:
+            (tmp / GENERATOR_DIR).mkdir()
+            described = _export_generator(generator, precision, opset, seq_len, texts, Path(work), tmp)
+        bundle = _describe(source, precision, opset, seq_len, counts, parity, dev, described)
+        _write_files(tmp, source, bundle, generator)
     log.info("exported %s (%s, %s) to %s: %s", model_dir, bundle.kind, precision, out, counts)
+    if generator is not None:
+        log.info("with the generator %s: %s", generator.model_dir, described and described.fused_operators)
     return bundle.to_dict()
+
+
+def _export_generator(
+    generator: SourceModel,
+    precision: Precision,
+    opset: int,
+    seq_len: int,
+    texts: list[tuple[str, str | None]],
+    work: Path,
+    bundle_dir: Path,
+) -> Generator:
+    """generator/model.onnx in the (temporary) bundle directory, fused, at `precision` and checked against
+    PyTorch (fp32: within the discriminator's tolerance, or the export fails)."""
+    work = work / GENERATOR_DIR
+    work.mkdir()
+    model_path = bundle_dir / GENERATOR_DIR / MODEL_ONNX
+    counts = _build_graph(generator, precision, opset, work, model_path)
+    session = cpu_session(model_path)
+    model, tokenizer = generator.model, generator.tokenizer
+    parity = measure_generator_parity(model, session, tokenizer, texts, seq_len, precision)
+    check_parity(parity, precision, generator.model_dir)
+    cfg = generator.config
+    return Generator(
+        vocab_size=cfg.vocab_size,
+        num_hidden_layers=cfg.num_hidden_layers,
+        hidden_size=cfg.hidden_size,
+        num_attention_heads=cfg.num_attention_heads,
+        fused_operators=counts,
+        parity=parity,
+        source=_source(generator),
+    )
 
 
 def _build_graph(
@@ -121,6 +175,7 @@ def _describe(
     counts: dict[str, int],
     parity: Parity,
     dev: DevAccuracy | None,
+    generator: Generator | None = None,
 ) -> Bundle:
     import onnx
     import onnxruntime
@@ -153,11 +208,8 @@ def _describe(
         ),
         parity=parity,
         dev_accuracy=dev,
-        source=Source(
-            model_dir=str(source.model_dir),
-            weights_file=source.weights_file.name,
-            sha256=_sha256(source.weights_file),
-        ),
+        generator=generator,
+        source=_source(source),
         versions=Versions(
             onnxruntime=str(onnxruntime.__version__), torch=str(torch.__version__), onnx=str(onnx.__version__)
         ),
@@ -165,13 +217,25 @@ def _describe(
     )
 
 
-def _write_files(bundle_dir: Path, source: SourceModel, bundle: Bundle) -> None:
-    """Everything but model.onnx into the (temporary, atomically moved) bundle directory."""
+def _source(source: SourceModel) -> Source:
+    return Source(
+        model_dir=str(source.model_dir),
+        weights_file=source.weights_file.name,
+        sha256=_sha256(source.weights_file),
+    )
+
+
+def _write_files(
+    bundle_dir: Path, source: SourceModel, bundle: Bundle, generator: SourceModel | None
+) -> None:
+    """Everything but the graphs into the (temporary, atomically moved) bundle directory."""
     from electra.tokenizer import tokenizer_files
 
     for name, data in tokenizer_files(source.tokenizer).items():
         (bundle_dir / name).write_bytes(data)
     (bundle_dir / CONFIG_JSON).write_text(source.config_text, encoding="utf-8")
+    if generator is not None:
+        (bundle_dir / GENERATOR_DIR / CONFIG_JSON).write_text(generator.config_text, encoding="utf-8")
     write_bundle(bundle_dir, bundle)
 
 

@@ -2,7 +2,8 @@
 
 Both run on the CPU (ORT's CPU provider; the model as loaded, fp32) on the right-padded batches the server
 builds: a parity batch of real text of mixed lengths (fp32 must agree within FP32_TOLERANCE or the export
-fails), and for a classifier the accuracy of both on its GLUE dev set. A tagger's entity F1 on its dev set
+fails), and for a classifier the accuracy of both on its GLUE dev set. A generator is compared on the same
+batch with every fourth real token masked, at those positions. A tagger's entity F1 on its dev set
 is `electra evaluate`'s, on the PyTorch model and on a bundle alike.
 """
 
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from electra.bundle import INPUT_NAMES, OUTPUT_NAME, DevAccuracy, Parity, Precision
+from electra.bundle import INPUT_NAMES, MASKED_POSITIONS, OUTPUT_NAME, DevAccuracy, Parity, Precision
 from electra.errors import ElectraError
 from electra.onnx import one_line
 
@@ -34,6 +35,7 @@ DevSet = tuple[list[TextPair], list[int]]
 FP32_TOLERANCE = 1e-4
 PROVIDER = "CPUExecutionProvider"
 DEV_BATCH_SIZE = 32
+GENERATOR_MASK_EVERY = 4
 INT8_ACCURACY_DROP_TARGET = 1.0  # points
 
 # Mixed lengths (one word to ~40 tokens), single texts and pairs, punctuation, numbers and casing: what the
@@ -71,6 +73,7 @@ _COMPARED = {
     "single_label": "argmax label",
     "multi_label": "labels with logit > 0",
     "regression": "none (regression)",
+    "generator": f"top-1 token at the masked positions (every {GENERATOR_MASK_EVERY}th real token masked)",
 }
 
 
@@ -158,6 +161,62 @@ def measure_parity(
         mean_abs_diff=float(np.abs(reference - exported).mean()),
         agreement=None if ref_pred is None else float((ref_pred == onnx_pred).mean()),
         compared=_COMPARED[kind],
+        tolerance=FP32_TOLERANCE if precision == "fp32" else None,
+        provider=PROVIDER,
+    )
+
+
+def measure_generator_parity(
+    model: ElectraHeadModel,
+    session: Any,
+    tokenizer: tokenizers.Tokenizer,
+    texts: Sequence[TextPair],
+    max_seq_len: int,
+    precision: Precision,
+) -> Parity:
+    """A generator's logits at masked positions, PyTorch against the exported graph, on the parity batch with
+    every GENERATOR_MASK_EVERY-th real token (a different phase per row) replaced by [MASK].
+
+    ElectraError when the shapes differ or the exported graph's logits are not finite.
+    """
+    import numpy as np
+    import torch
+
+    from electra.tokenizer import special_ids
+
+    batch = encode_batch(tokenizer, texts, max_seq_len, pair_types=model.config.type_vocab_size > 1)
+    ids = batch["input_ids"]
+    specials = special_ids(tokenizer)
+    real = (batch["attention_mask"] == 1) & ~np.isin(ids, [specials.cls, specials.sep, specials.pad])
+    rows, cols = np.nonzero(real)
+    every = GENERATOR_MASK_EVERY
+    chosen = np.concatenate(
+        [np.flatnonzero(rows == r)[r % every :: every] for r in range(ids.shape[0])]
+    ).astype(np.int64)
+    ids[rows[chosen], cols[chosen]] = specials.mask
+    flat = (rows[chosen] * ids.shape[1] + cols[chosen]).astype(np.int64)
+    with torch.no_grad():
+        tensors = [torch.from_numpy(batch[name]) for name in INPUT_NAMES]
+        reference = model(*tensors, masked_positions=torch.from_numpy(flat)).float().numpy()
+    feeds = {**{name: batch[name] for name in INPUT_NAMES}, MASKED_POSITIONS: flat}
+    exported = session.run([OUTPUT_NAME], feeds)[0]
+    if reference.shape != exported.shape:
+        raise ElectraError(
+            f"generator ONNX logits are {exported.shape}, PyTorch's {reference.shape}; the export is broken"
+        )
+    if not np.isfinite(exported).all():
+        raise ElectraError(
+            f"the {precision} generator ONNX model produced non-finite logits on the parity batch; it is "
+            "unusable"
+        )
+    return Parity(
+        texts=len(texts),
+        batch_shape=list(ids.shape),
+        real_tokens=int(batch["attention_mask"].sum()),
+        max_abs_diff=float(np.abs(reference - exported).max()),
+        mean_abs_diff=float(np.abs(reference - exported).mean()),
+        agreement=float((reference.argmax(-1) == exported.argmax(-1)).mean()),
+        compared=_COMPARED["generator"],
         tolerance=FP32_TOLERANCE if precision == "fp32" else None,
         provider=PROVIDER,
     )

@@ -47,8 +47,33 @@ def write_precision(fused: onnx.ModelProto, precision: Precision, work_dir: Path
         half.save_model_to_file(str(out_path))
     else:
         fp32_path = work_dir / "fused_fp32.onnx"
+        untie_shared_weights(fused)
         OnnxModel(fused).save_model_to_file(str(fp32_path))
         _quantize_int8(fp32_path, out_path)
+
+
+def untie_shared_weights(model: onnx.ModelProto) -> None:
+    """Give every node after the first that reads a shared initializer a copy of its own, in place.
+
+    A generator's output layer reads its word embeddings (tied weights): the fused graph's
+    EmbedLayerNormalization and the vocabulary Gemm share one initializer. quantize_dynamic turns that Gemm
+    into a MatMul and transposes the weight in place, which leaves EmbedLayerNormalization with a transposed
+    table the graph then fails to load with; with its own copy each node keeps the layout it expects.
+    """
+    from onnx import numpy_helper
+
+    initializers = {init.name: init for init in model.graph.initializer}
+    seen: set[str] = set()
+    for node in model.graph.node:
+        for i, name in enumerate(node.input):
+            if name not in initializers:
+                continue
+            if name not in seen:
+                seen.add(name)
+                continue
+            copy = numpy_helper.from_array(numpy_helper.to_array(initializers[name]), f"{name}.{node.name}")
+            model.graph.initializer.append(copy)
+            node.input[i] = copy.name
 
 
 def _quantize_int8(fp32_path: Path, out_path: Path) -> None:

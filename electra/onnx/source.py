@@ -1,5 +1,6 @@
-"""What an export starts from: the model directory (model, weights, config.json, tokenizer) and the export's
-arguments, checked before anything slow runs, so a typo fails in milliseconds with a one-line InputError."""
+"""What an export starts from: the model directory (model, weights, config.json, tokenizer), the generator to
+bundle with a discriminator, and the export's arguments, checked before anything slow runs, so a typo fails in
+milliseconds with a one-line InputError."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING
 from electra.atomic import check_output_dir
 from electra.bundle import EXPORTABLE_KINDS, PRECISIONS
 from electra.errors import InputError
-from electra.files import CONFIG_JSON
+from electra.files import CONFIG_JSON, TOKENIZER_JSON, VOCAB_TXT
 from electra.onnx.parity import DevSet, prediction_kind
 from electra.onnx.torchscript import MAX_OPSET, MIN_OPSET
 
@@ -63,9 +64,11 @@ def load_source(model_dir: Path) -> SourceModel:
 
     model, report = load_hf_dir_with_report(model_dir)
     if model.kind not in EXPORTABLE_KINDS:
+        generator = model.kind == "generator"
+        also = "; a generator goes beside its discriminator (--generator)" if generator else ""
         raise InputError(
             f"{model_dir / CONFIG_JSON}: a {model.kind} ({report.source_architecture}) cannot be exported; "
-            "export the discriminator, a fine-tuned classifier or a fine-tuned tagger"
+            f"export the discriminator, a fine-tuned classifier or a fine-tuned tagger{also}"
         )
     if report.newly_initialized:
         # The head would be random: an export of it would pass parity and still be useless.
@@ -114,3 +117,51 @@ def check_dev_set(dev_set: DevSet, model: ElectraHeadModel) -> None:
     bad = [y for y in labels if not isinstance(y, int) or not 0 <= y < model.config.num_labels]
     if bad:
         raise InputError(f"dev_set label {bad[0]!r} is not in 0..{model.config.num_labels - 1}")
+
+
+def load_generator(generator_dir: Path, discriminator: SourceModel, max_seq_len: int) -> SourceModel:
+    """The generator (a masked LM, transformers' ElectraForMaskedLM) to bundle with `discriminator`: it
+    must read the discriminator's token ids, so its vocabulary (and tokenizer, when it has one) must be the
+    same."""
+    from electra.hf_format import load_hf_dir_with_report
+    from electra.tokenizer import load_tokenizer
+
+    if discriminator.model.kind != "discriminator":
+        raise InputError(
+            f"--generator goes with a discriminator, and {discriminator.model_dir} is a "
+            f"{discriminator.model.kind}; drop --generator or export the discriminator"
+        )
+    model, report = load_hf_dir_with_report(generator_dir)
+    if model.kind != "generator":
+        raise InputError(
+            f"{generator_dir / CONFIG_JSON}: a {model.kind} ({report.source_architecture}), not a generator "
+            "(ElectraForMaskedLM); pass the generator/ of a pre-training run or e.g. "
+            "google/electra-small-generator"
+        )
+    if report.newly_initialized:
+        raise InputError(
+            f"{report.weights_file}: has no weights for {', '.join(report.newly_initialized[:3])}; "
+            "the generator's masked-LM head is untrained"
+        )
+    disc_cfg, cfg = discriminator.config, model.config
+    if cfg.vocab_size != disc_cfg.vocab_size:
+        raise InputError(
+            f"{generator_dir}: the generator's vocab_size is {cfg.vocab_size}, the discriminator's "
+            f"{disc_cfg.vocab_size}; pass the generator pre-trained with this discriminator"
+        )
+    if cfg.max_position_embeddings < max_seq_len:
+        raise InputError(
+            f"{generator_dir}: the generator takes {cfg.max_position_embeddings} positions, the bundle "
+            f"{max_seq_len}; pass --max-seq-len {cfg.max_position_embeddings} or less"
+        )
+    tokenizer = discriminator.tokenizer
+    if any((generator_dir / name).is_file() for name in (TOKENIZER_JSON, VOCAB_TXT)):
+        own = load_tokenizer(generator_dir)
+        if own.get_vocab(with_added_tokens=True) != tokenizer.get_vocab(with_added_tokens=True):
+            raise InputError(
+                f"{generator_dir}: its tokenizer's vocabulary differs from the discriminator's; the "
+                "generator must read the same token ids (pass the generator pre-trained with this "
+                "discriminator)"
+            )
+    config_text = (generator_dir / CONFIG_JSON).read_text(encoding="utf-8")
+    return SourceModel(generator_dir, model, report.weights_file, config_text, tokenizer)

@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from electra.bundle import INPUT_NAMES, OUTPUT_NAME
+from electra.bundle import GENERATOR_INPUT_NAMES, INPUT_NAMES, MASKED_POSITIONS, OUTPUT_NAME
 from electra.errors import ElectraError
 from electra.onnx import one_line
 
@@ -22,7 +22,10 @@ ATTENTION_IMPL = "math"
 
 
 def export_torchscript(model: ElectraHeadModel, path: Path, opset: int) -> None:
-    """Write `model` (fp32, eval) as an ONNX graph with dynamic batch and sequence axes to `path`."""
+    """Write `model` (fp32, eval) as an ONNX graph with dynamic batch and sequence axes to `path`.
+
+    A generator's graph also takes MASKED_POSITIONS (flat indices into batch x sequence) and answers logits
+    for those positions only (electra.model.ElectraGenerator's 1-D masked_positions)."""
     import torch
 
     batch, length = 2, 16
@@ -31,8 +34,16 @@ def export_torchscript(model: ElectraHeadModel, path: Path, opset: int) -> None:
     attention_mask[1, length // 2 :] = 0
     token_type_ids = torch.zeros(batch, length, dtype=torch.long)
     axes = {0: "batch_size", 1: "sequence_length"}
+    args: tuple[torch.Tensor, ...] = (input_ids, attention_mask, token_type_ids)
+    names = list(INPUT_NAMES)
     dynamic_axes: dict[str, dict[int, str]] = {name: axes for name in INPUT_NAMES}
-    dynamic_axes[OUTPUT_NAME] = {0: "batch_size"} if model.kind == "classifier" else axes
+    if model.kind == "generator":
+        # A position in each row, the second row's in its padding-free part.
+        args = (*args, torch.tensor([1, length + 3], dtype=torch.long))
+        names = list(GENERATOR_INPUT_NAMES)
+        dynamic_axes[MASKED_POSITIONS] = dynamic_axes[OUTPUT_NAME] = {0: "masked_positions"}
+    else:
+        dynamic_axes[OUTPUT_NAME] = {0: "batch_size"} if model.kind == "classifier" else axes
 
     model.set_attention_impl(ATTENTION_IMPL)
     try:
@@ -42,9 +53,9 @@ def export_torchscript(model: ElectraHeadModel, path: Path, opset: int) -> None:
             warnings.simplefilter("ignore", DeprecationWarning)
             torch.onnx.export(
                 model,
-                (input_ids, attention_mask, token_type_ids),
+                args,
                 str(path),
-                input_names=list(INPUT_NAMES),
+                input_names=names,
                 output_names=[OUTPUT_NAME],
                 dynamic_axes=dynamic_axes,
                 opset_version=opset,

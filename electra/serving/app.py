@@ -23,11 +23,13 @@ from litestar.plugins.prometheus import PrometheusController
 
 from electra.serving.api_docs import openapi_config
 from electra.serving.arrivals import count_arrivals
+from electra.serving.client_gone import client_gone
 from electra.serving.content_encoding import decode_content
 from electra.serving.error_responses import error_response
 from electra.serving.metrics import http_metrics
 from electra.serving.openapi_bodies import document_closed_bodies, document_infer_body
 from electra.serving.protocols import is_inference, protocol_routes
+from electra.serving.request_body import request_body
 from electra.serving.routes_health import health_routes
 from electra.serving.routes_inference import inference_routes
 from electra.serving.routes_page import page_routes
@@ -61,6 +63,10 @@ def create_app(
         middleware=[
             count_arrivals(state.arrivals, _runs_model),
             http_metrics(),
+            # Inside the metrics, which count a request whose client left as 499; outside everything that
+            # reads the body, so its disconnect and its timeout are seen whoever reads.
+            client_gone,
+            request_body(settings.body_timeout_s),
             server_timing,
             # Inside server_timing: it reads the request's stages when the answer is done.
             state.statistics.middleware,

@@ -202,13 +202,26 @@ class Batcher:
             else:
                 rows = list(await asyncio.gather(*(item.future for item in items)))
         except asyncio.CancelledError:
-            # The client went away: drop what has not started, so a disconnect costs no model time.
+            # The client went away (client_gone.py cancels its request): drop what has not started, so a
+            # disconnect costs no model time, and take it out of the queue now, so the queue's size (its
+            # gauge, and the room QueueFull checks) no longer counts it. Rows of a batch already running
+            # are thrown away when it ends; the other requests in that batch get theirs.
             for item in items:
                 item.future.cancel()
+            self._forget(items)
             raise
         timing.add("queue", max(item.waited for item in items))
         timing.add("model", sum(dict(item.call for item in items).values()))
         return rows
+
+    def _forget(self, items: list[_Item]) -> None:
+        """Take `items` out of the queue (those a batch has taken are no longer in it)."""
+        gone = {id(item) for item in items}
+        kept = [item for item in self._queue if id(item) not in gone]
+        if len(kept) != len(self._queue):
+            self._queue.clear()
+            self._queue.extend(kept)
+            self.metrics.queue_size.set(self.waiting)
 
     def _retry_after(self) -> int:
         # Roughly how long the current backlog takes to clear, in whole seconds (at least 1).

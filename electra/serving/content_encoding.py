@@ -55,7 +55,14 @@ def decode_content(max_body_bytes: int) -> Any:
 
     def middleware(app: Any) -> Any:
         async def wrapped(scope: Any, receive: Any, send: Any) -> None:
-            coding = coding_of(scope["headers"]) if scope["type"] == "http" else None
+            try:
+                coding = coding_of(scope["headers"]) if scope["type"] == "http" else None
+            except HTTPException as e:
+                # Raised when the route reads the body, inside the route's exception handling: raised here
+                # it would be answered outside every middleware, which would not see the answer (metrics,
+                # the drain of the unread body in request_body.py).
+                await app(scope, _refusing(e), send)
+                return
             if coding is None:
                 await app(scope, receive, send)
                 return
@@ -68,6 +75,15 @@ def decode_content(max_body_bytes: int) -> Any:
         return wrapped
 
     return middleware
+
+
+def _refusing(error: HTTPException) -> Any:
+    """An ASGI `receive` that raises `error`: the route's first read of the body answers it."""
+
+    async def receive() -> Any:
+        raise error
+
+    return receive
 
 
 class Inflating:

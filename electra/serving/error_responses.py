@@ -101,10 +101,10 @@ def _too_large(request: Request[Any, Any, Any]) -> str:
         limit = None
     size = ""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit():
-        size = f" ({int(declared):,} bytes)"
     coding = request.scope.get(SCOPE_KEY)  # type: ignore[call-overload]
-    if coding is not None:  # the limit is on the decoded body (electra.serving.content_encoding)
+    if declared.isdigit() and (limit is None or int(declared) > limit):  # refused on its Content-Length
+        size = f" ({int(declared):,} bytes{f', {coding}-compressed' if coding else ''})"
+    elif coding is not None:  # the limit is on the decoded body too (electra.serving.content_encoding)
         size = f", {coding}-decoded,"
     if limit is None:
         return f"the request body{size} is larger than the server's limit (--max-body-bytes)"

@@ -1,12 +1,16 @@
-"""Hugging Face Inference API task shapes: text-classification and token-classification answers.
+"""Hugging Face Inference API task shapes: text-classification, token-classification and fill-mask answers.
 
-What `huggingface_hub.InferenceClient.text_classification` / `.token_classification` post to a URL
-(`{"inputs", "parameters"}`) and read back, computed as transformers' `TextClassificationPipeline` and
-`TokenClassificationPipeline` compute them (tests/test_protocols.py and tests/test_tagging_serving.py check
-ours against those pipelines). The token aggregation itself is electra.serving.tagging's, shared with /tag.
+What `huggingface_hub.InferenceClient.text_classification` / `.token_classification` / `.fill_mask` post to a
+URL (`{"inputs", "parameters"}`) and read back, computed as transformers' `TextClassificationPipeline`,
+`TokenClassificationPipeline` and `FillMaskPipeline` compute them (tests/test_protocols.py,
+tests/test_tagging_serving.py and tests/test_suggest.py check ours against those pipelines). The token
+aggregation itself is electra.serving.tagging's, shared with /tag; fill-mask's suggestions are
+electra.serving.suggest's, shared with /detect.
 
 Differences, on purpose: an entity's `word` is the text it spans (`text[start:end]`), not tokens joined
-back into a lowercased string (and see electra.serving.tagging on words and offsets).
+back into a lowercased string (and see electra.serving.tagging on words and offsets); a fill-mask
+`sequence` is the caller's text with the one suggestion applied, not the tokens decoded back into a
+lowercased string, and special tokens are never proposed.
 """
 
 from __future__ import annotations
@@ -48,6 +52,21 @@ class TokenClassificationParameters(Struct, forbid_unknown_fields=True):
     aggregation_strategy: Aggregation = "simple"
     ignore_labels: list[str] | None = None
     stride: Annotated[int, Meta(ge=0)] | None = None
+
+
+class FillMaskParameters(Struct, forbid_unknown_fields=True):
+    top_k: Annotated[int, Meta(ge=1)] = 5  # the pipeline's default
+    targets: str | list[str] | None = None
+
+
+class FillMaskElement(Struct):
+    """One proposal for one mask: `token` its id, `token_str` the vocabulary's token, `sequence` the input
+    with it in place of the mask."""
+
+    score: float
+    token: int
+    token_str: str
+    sequence: str
 
 
 class LabelScore(Struct):
@@ -112,6 +131,26 @@ def hf_entity(entity: Entity, text: str) -> TokenEntity:
 TOKEN_CLASSIFIERS = {"discriminator": ("original",), "tagger": ("O",)}
 TEXT_ONLY = frozenset(TextClassificationParameters.__struct_fields__)
 TOKEN_ONLY = frozenset(TokenClassificationParameters.__struct_fields__)
+FILL_MASK_ONLY = frozenset(FillMaskParameters.__struct_fields__)
+
+
+def is_fill_mask(parameters: dict[str, Any], texts: Sequence[Any], mask_token: str) -> bool:
+    """Whether a request to a detector with a generator asks for fill-mask rather than token-classification:
+    it sends fill-mask's parameters, or a text holds the mask token (fill-mask's inputs must)."""
+    if set(parameters) & FILL_MASK_ONLY:
+        return True
+    return any(isinstance(t, str) and mask_token in t for t in texts)
+
+
+def fill_mask_conflict(name: str, parameters: dict[str, Any]) -> str | None:
+    """A fill-mask request that also sends another task's parameters: what to say (None: it does not)."""
+    foreign = sorted(set(parameters) - FILL_MASK_ONLY)
+    if not foreign:
+        return None
+    return (
+        f"model {name!r} answers fill-mask here (parameters {', '.join(sorted(FILL_MASK_ONLY))}); "
+        f"{', '.join(foreign)} belong to another task: send them without top_k, targets or a [MASK]"
+    )
 
 
 def wrong_task(name: str, kind: str, parameters: dict[str, Any]) -> str | None:
@@ -126,7 +165,10 @@ def wrong_task(name: str, kind: str, parameters: dict[str, Any]) -> str | None:
         if token
         else ("text-classification", "token-classification", TEXT_ONLY)
     )
+    hint = ""
+    if kind == "discriminator" and set(parameters) & FILL_MASK_ONLY:
+        hint = "; fill-mask needs a detector exported with its generator (electra export --generator)"
     return (
         f"model {name!r} is a {kind}: it answers {task} (parameters {', '.join(sorted(own))}), not "
-        f"{other} (parameters {', '.join(foreign)})"
+        f"{other} (parameters {', '.join(foreign)}){hint}"
     )

@@ -10,7 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from litestar.exceptions import HTTPException
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+from electra.serving.client_gone import CLIENT_CLOSED_REQUEST, went_away
 
 NAMESPACE = "electra"
 _SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -51,6 +54,15 @@ class _Families:
         )
         self.http_in_progress = Gauge(
             "requests_in_progress", "Total requests currently in progress", labelnames=route, **http
+        )
+        # The HTTP layer's own answers, which never reach the app (uvicorn; see uvicorn_protocol.py).
+        self.http_connections = Gauge("connections", "Client connections open (uvicorn)", **http)
+        self.http_rejected = Counter(
+            "rejected",
+            "Connections answered by the HTTP layer before any route: 408 (headers too slow), 431 (headers "
+            "too large), 503 (too many connections)",
+            labelnames=("status_code", "reason"),
+            **http,
         )
 
 
@@ -101,7 +113,9 @@ NOT_COUNTED = frozenset({"/metrics"})
 
 def http_metrics(registry: CollectorRegistry = REGISTRY) -> Callable[[Any], Any]:
     """Litestar middleware: requests, errors (5xx), durations and requests in progress per route (its path
-    template) and status.
+    template) and status. A request whose client left before its answer counts as 499 (client_gone.py), not
+    as an error; one whose middleware raised an HTTPException (answered by the app's handler, outside this
+    one) counts with that exception's status.
 
     Litestar's PrometheusMiddleware records the same, but builds a Request, a label dict and four label
     lookups per request, about 50 us on a 2-core VM, a tenth of a short /detect's own server time; this
@@ -141,7 +155,12 @@ def http_metrics(registry: CollectorRegistry = REGISTRY) -> Callable[[Any], Any]
             in_progress.inc()
             try:
                 await app(scope, receive, send_status)
+            except HTTPException as e:
+                status[0] = e.status_code
+                raise
             finally:
+                if went_away(scope):
+                    status[0] = CLIENT_CLOSED_REQUEST
                 in_progress.dec()
                 count, duration, errors = outcome(method, path, status[0])
                 count.inc()

@@ -50,6 +50,22 @@ def _per_text(name: str, datatype: str) -> Tensor:
 _OFFSETS = [_per_token("starts", "INT64"), _per_token("ends", "INT64"), _per_token("tokens", "BYTES")]
 _PER_TEXT = [_per_text("lengths", "INT64"), _per_text("windows", "INT64"), _per_text("truncated", "BOOL")]
 DETECTOR_OUTPUTS = [_per_token("scores", "FP32"), _per_token("replaced", "BOOL"), *_OFFSETS, *_PER_TEXT]
+SUGGESTIONS = -1  # a per-suggestion dimension: the request's `suggest`
+
+
+def _per_suggestion(name: str, datatype: str) -> Tensor:
+    return Tensor(name, datatype, (TOKENS, SUGGESTIONS))
+
+
+# A detector with a generator, answered when the request sends `suggest` (electra.serving.protocols).
+SUGGESTION_OUTPUTS = [
+    _per_suggestion("suggestions", "BYTES"),
+    _per_suggestion("suggestion_scores", "FP32"),
+    _per_suggestion("suggestion_texts", "BYTES"),
+    _per_suggestion("suggestion_starts", "INT64"),
+    _per_suggestion("suggestion_ends", "INT64"),
+    _per_text("suggested_text", "BYTES"),
+]
 TAGGER_OUTPUTS = [_per_token("labels", "BYTES"), _per_token("scores", "FP32"), *_OFFSETS, *_PER_TEXT]
 
 
@@ -62,7 +78,7 @@ def inputs(runner: ModelRunner) -> list[Tensor]:
 
 def outputs(runner: ModelRunner) -> list[Tensor]:
     if runner.kind == "discriminator":
-        return DETECTOR_OUTPUTS
+        return DETECTOR_OUTPUTS + (SUGGESTION_OUTPUTS if runner.generator is not None else [])
     if runner.kind == "tagger":
         return TAGGER_OUTPUTS
     if runner.regression:

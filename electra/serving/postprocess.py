@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import unicodedata
-from typing import Any
 
 import numpy as np
 
@@ -20,22 +19,14 @@ def detect_result(text: str, enc: Encoded, logits: np.ndarray, threshold: float,
     """Scores of the real tokens of `text` (not [CLS]/[SEP]); level "word" merges pieces (max score)."""
     scores: list[float] = sigmoid(logits).tolist()  # one conversion, not a numpy scalar per token
     offsets = with_marks(text, enc.offsets)
-    special = enc.special
     tokens: list[Token] = []
     if level == "word":
-        spans: dict[int, list[Any]] = {}  # word -> [start, end, score], in order of first piece
-        for i, word in enumerate(enc.word_ids):
-            if word is None or special[i]:
-                continue
-            start, end = offsets[i]
-            span = spans.get(word)
-            if span is None:
-                spans[word] = [start, end, scores[i]]
-            else:
-                span[0], span[1], span[2] = min(span[0], start), max(span[1], end), max(span[2], scores[i])
-        for start, end, score in spans.values():
+        for pieces in units(enc, level):
+            start, end = min(offsets[i][0] for i in pieces), max(offsets[i][1] for i in pieces)
+            score = max(scores[i] for i in pieces)
             tokens.append(Token(text[start:end], start, end, score, score >= threshold))
-    else:
+    else:  # the common case, kept to one pass
+        special = enc.special
         for i, (start, end) in enumerate(offsets):
             if not special[i]:
                 score = scores[i]
@@ -44,6 +35,19 @@ def detect_result(text: str, enc: Encoded, logits: np.ndarray, threshold: float,
     return DetectResult(
         tokens=tokens, replaced_fraction=replaced / len(tokens) if tokens else 0.0, truncated=enc.truncated
     )
+
+
+def units(enc: Encoded, level: str) -> list[list[int]]:
+    """The token indices of each unit /detect answers, in its order: every real token (level "token"), or
+    the pieces of every word, in order of their first piece (level "word")."""
+    special = enc.special
+    if level != "word":
+        return [[i] for i in range(len(special)) if not special[i]]
+    words: dict[int, list[int]] = {}
+    for i, word in enumerate(enc.word_ids):
+        if word is not None and not special[i]:
+            words.setdefault(word, []).append(i)
+    return list(words.values())
 
 
 # Below this code point no character is a combining mark (category M*), so most tokens skip the lookup.

@@ -4,13 +4,18 @@
 v2 tensors of a detector (n texts, padded to the most tokens m; positions past `lengths` are padding):
 `scores` FP32 [n, m] (probability each token was replaced), `replaced` BOOL [n, m], `starts`/`ends` INT64
 [n, m] (character offsets, -1 in padding), `tokens` BYTES [n, m] (the text each token spans), `lengths`,
-`windows` INT64 [n] and `truncated` BOOL [n]. Of a tagger: `labels` BYTES [n, m] (each token's most
+`windows` INT64 [n] and `truncated` BOOL [n]; with the parameter `suggest: k` (a detector with a generator)
+also, per replaced token, its k suggestions (k padded with "", 0 and -1 elsewhere): `suggestions` BYTES
+[n, m, k] (the vocabulary's tokens), `suggestion_scores` FP32, `suggestion_texts` BYTES and
+`suggestion_starts`/`suggestion_ends` INT64 (the edit: text[start:end] becomes the text), and
+`suggested_text` BYTES [n]. Of a tagger: `labels` BYTES [n, m] (each token's most
 probable tag) and `scores` FP32 [n, m] (its probability) instead of `scores` and `replaced`, the rest alike.
 Of a classifier: `probabilities` FP32 [n, labels] and `label` BYTES [n] (a regression model: `score` FP32
 [n]), and `truncated`. Request parameters are /detect's, /tag's and /classify's (`threshold`, `level`,
-`stride`, `truncate`; a tagger takes `stride` and `truncate`); other keys are ignored and named back in the
-answer (electra.serving.open_inference). Each model's tensors, its Triton model configuration and its
-statistics: electra.serving.model_config, electra.serving.statistics.
+`stride`, `truncate`, `suggest`; a tagger takes `stride` and `truncate`); other keys are ignored and named
+back in the answer (electra.serving.open_inference). Each model's tensors, its Triton model configuration
+and its statistics: electra.serving.model_config, electra.serving.statistics. fill-mask on /hf:
+electra.serving.fill_mask.
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ from litestar.params import FromPath, JSONBody
 from msgspec import Meta
 
 from electra import __version__
+from electra.serving.fill_mask import fill_mask
 from electra.serving.hf_tasks import (
     TOKEN_CLASSIFIERS,
+    FillMaskElement,
     HFRequest,
     LabelScore,
     TextClassificationParameters,
@@ -35,12 +42,21 @@ from electra.serving.hf_tasks import (
     TokenClassificationParameters,
     TokenEntity,
     default_function,
+    fill_mask_conflict,
     hf_entity,
+    is_fill_mask,
     label_scores,
     wrong_task,
 )
 from electra.serving.json_body import read_json_body
-from electra.serving.model_config import VERSION, classes, config_of, metadata_of, outputs
+from electra.serving.model_config import (
+    SUGGESTION_OUTPUTS,
+    VERSION,
+    classes,
+    config_of,
+    metadata_of,
+    outputs,
+)
 from electra.serving.open_inference import (
     HEADER_LENGTH,
     ModelMetadata,
@@ -66,7 +82,7 @@ EXTENSIONS = ["binary_tensor_data", "classification", "model_configuration", "pa
 # The request parameters each kind of model uses (/detect's, /tag's and /classify's options); the rest are
 # ignored and named back. binary_data_output is the codec's (electra.serving.open_inference).
 MODEL_PARAMETERS = {
-    "discriminator": {"threshold", "level", "stride", "truncate"},
+    "discriminator": {"threshold", "level", "stride", "truncate", "suggest"},
     "tagger": {"stride", "truncate"},
     "classifier": {"truncate"},
 }
@@ -233,6 +249,10 @@ async def _infer(state: ServerState, runner: ModelRunner, request: Request[Any, 
     parameters = {k: v for k, v in parsed.parameters.items() if k in used}
     ignored = [k for k in parsed.parameters if k not in used and k not in CODEC_PARAMETERS]
     check_outputs(parsed, [t.name for t in outputs(runner)], classes(runner))
+    if parameters.get("suggest") is None:
+        asked = [o.name for o in parsed.outputs or [] if o.name in {t.name for t in SUGGESTION_OUTPUTS}]
+        if asked:
+            raise ProtocolError(f"output {asked[0]!r} needs the parameter 'suggest' (suggestions per token)")
     if runner.kind == "discriminator":
         tensors = await _detect_tensors(state, runner, parsed.inputs, parameters)
     elif runner.kind == "tagger":
@@ -295,9 +315,37 @@ async def _detect_tensors(
     data: DetectRequest = _route_parameters(parameters, DetectRequest, {"texts": texts})
     state.check_sizes(texts, "text")
     stride = state.check_stride(runner, data.stride, data.truncate)
+    state.check_suggest(runner, data.suggest)
     state.check_ready()
-    results = await state.score_tokens(runner, texts, data.threshold, data.level, stride)
-    return _detector_outputs(results)
+    results = await state.score_tokens(runner, texts, data.threshold, data.level, stride, data.suggest)
+    tensors = _detector_outputs(results)
+    if data.suggest is not None:
+        tensors.update(_suggestion_outputs(results, data.suggest))
+    return tensors
+
+
+def _suggestion_outputs(results: list[DetectResult], k: int) -> dict[str, tuple[str, np.ndarray]]:
+    n = len(results)
+    m = max((len(r.tokens) for r in results), default=0)
+    tokens = np.full((n, m, k), "", dtype=object)
+    scores = np.zeros((n, m, k), dtype=np.float32)
+    texts = np.full((n, m, k), "", dtype=object)
+    starts = np.full((n, m, k), -1, dtype=np.int64)
+    ends = np.full((n, m, k), -1, dtype=np.int64)
+    for i, r in enumerate(results):
+        for j, t in enumerate(r.tokens):
+            for q, s in enumerate(t.suggestions or []):
+                tokens[i, j, q], scores[i, j, q], texts[i, j, q] = s.token, s.score, s.text
+                starts[i, j, q], ends[i, j, q] = s.start, s.end
+    suggested = np.array([r.suggested_text or "" for r in results], dtype=object)
+    return {
+        "suggestions": ("BYTES", tokens),
+        "suggestion_scores": ("FP32", scores),
+        "suggestion_texts": ("BYTES", texts),
+        "suggestion_starts": ("INT64", starts),
+        "suggestion_ends": ("INT64", ends),
+        "suggested_text": ("BYTES", suggested),
+    }
 
 
 def _detector_outputs(results: list[DetectResult]) -> dict[str, tuple[str, np.ndarray]]:
@@ -408,14 +456,29 @@ def _hf_routes(state: ServerState, guards: list[Any]) -> list[Any]:
     )
     async def hf_task(
         name: FromPath[str], data: JSONBody[HFRequest]
-    ) -> list[list[LabelScore]] | list[list[TokenEntity]] | list[TokenEntity]:
+    ) -> (
+        list[list[LabelScore]]
+        | list[list[TokenEntity]]
+        | list[TokenEntity]
+        | list[FillMaskElement]
+        | list[list[FillMaskElement]]
+        | list[list[list[FillMaskElement]]]
+    ):
         """A classifier answers text-classification (`top_k`, `function_to_apply`), a tagger or a detector
-        token-classification (`aggregation_strategy`, `ignore_labels`, `stride`): what
-        `huggingface_hub.InferenceClient(model=URL)` sends and reads."""
+        token-classification (`aggregation_strategy`, `ignore_labels`, `stride`), and a detector with a
+        generator fill-mask too (`top_k`, `targets`; when a text holds [MASK] or the request sends those):
+        what `huggingface_hub.InferenceClient(model=URL)` sends and reads."""
         runner = _model(state, name, None)
         single = not isinstance(data.inputs, list)
         items = [data.inputs] if single else list(data.inputs)  # type: ignore[list-item]
         parameters = data.parameters or {}
+        generator = runner.generator
+        if generator is not None and is_fill_mask(parameters, items, generator.token(runner.mask_id)):
+            conflict = fill_mask_conflict(runner.name, parameters)
+            if conflict is not None:
+                raise ProtocolError(conflict)
+            filled = await fill_mask(state, runner, items, parameters)
+            return filled[0] if single else filled
         mismatch = wrong_task(runner.name, runner.kind, parameters)
         if mismatch is not None:
             raise ProtocolError(mismatch)

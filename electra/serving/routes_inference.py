@@ -63,7 +63,8 @@ def inference_routes(state: ServerState, guards: list[Any]) -> list[Any]:
     async def detect(
         data: Annotated[DetectRequest, Body(media_type=RequestEncodingType.JSON)],
     ) -> DetectResponse:
-        """Score every token of each text: probability that it was replaced (ELECTRA's discriminator)."""
+        """Score every token of each text: probability that it was replaced (ELECTRA's discriminator); with
+        `suggest`, what the generator proposes in place of each replaced token."""
         return await _detect(state, data)
 
     @inference("/classify")
@@ -94,8 +95,9 @@ async def _detect(state: ServerState, data: DetectRequest) -> DetectResponse:
     state.check_sizes(texts, "texts")
     runner = state.pick(data.model, "discriminator")
     stride = state.check_stride(runner, data.stride, data.truncate)
+    state.check_suggest(runner, data.suggest)
     state.check_ready()
-    results = await state.score_tokens(runner, texts, data.threshold, data.level, stride)
+    results = await state.score_tokens(runner, texts, data.threshold, data.level, stride, data.suggest)
     return DetectResponse(model=runner.name, results=results)
 
 

@@ -10,7 +10,7 @@ import io
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
@@ -21,6 +21,9 @@ from electra.errors import InputError
 from electra.files import MODEL_ONNX
 from electra.padding import PADDING_SIDE, pad_rows
 from electra.tokenizer import load_tokenizer, special_ids
+
+if TYPE_CHECKING:
+    from electra.serving.generator import GeneratorRunner
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +85,6 @@ class ModelRunner:
     """A loaded bundle. `run` is thread-safe (ORT sessions are) and blocks: call it off the event loop."""
 
     def __init__(self, name: str, path: Path, device: str = "cpu", threads: int = 0) -> None:
-        import onnxruntime as ort
-
         self.name = name
         self.path = Path(path)
         self.bundle: Bundle = read_bundle(self.path)
@@ -110,40 +111,16 @@ class ModelRunner:
         self.untruncated.no_truncation()
         self.tokenizer.enable_truncation(max_length=self.max_seq_len)
         self.pad_id = special_ids(self.tokenizer).pad
+        self.mask_id = special_ids(self.tokenizer).mask
 
         self.device = device
-        options = ort.SessionOptions()
-        if threads:
-            options.intra_op_num_threads = threads
-        options.log_severity_level = 3
-        # Idle ORT worker threads spin by default, taking the cores the event loop needs for HTTP and
-        # tokenization between batches; in a server they should sleep.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        preloaded = ""
-        if device == "cuda":
-            preloaded = preload_cuda_libraries(ort)
-            if "CUDAExecutionProvider" not in ort.get_available_providers():
-                raise InputError(
-                    "--device cuda: this ONNX Runtime has no CUDA provider (install onnxruntime-gpu, "
-                    f"available: {', '.join(ort.get_available_providers())})"
-                )
-            providers: list[Any] = ["CUDAExecutionProvider", "CPUExecutionProvider"]
-        else:
-            providers = ["CPUExecutionProvider"]
-        # ORT's own logger prints provider failures (a CUDA library missing, ...) to stderr in colour before
-        # raising; the error below says it in one line instead.
-        ort.set_default_logger_severity(4)
-        try:
-            self.session = ort.InferenceSession(str(self.path / MODEL_ONNX), options, providers=providers)
-        except Exception as e:  # ORT raises its own exception types for corrupt or unsupported graphs.
-            first = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
-            raise InputError(f"{self.path / MODEL_ONNX}: ONNX Runtime cannot load it ({first})") from None
-        if device == "cuda" and "CUDAExecutionProvider" not in self.session.get_providers():
-            why = f" ({preloaded.splitlines()[0]})" if preloaded else ""
-            raise InputError(
-                f"{self.path}: ONNX Runtime fell back to CPU; the CUDA provider failed to start{why}"
-            )
+        self.session = open_session(self.path / MODEL_ONNX, device, threads)
         self._inputs = [i.name for i in self.session.get_inputs()]
+        self.generator: GeneratorRunner | None = None
+        if self.bundle.generator is not None:
+            from electra.serving.generator import GeneratorRunner
+
+            self.generator = GeneratorRunner(self, self.bundle.generator, threads)
 
     # ------------------------------------------------------------------------------------------------------
     # Tokenization
@@ -199,16 +176,7 @@ class ModelRunner:
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         """Logits (float32): (batch, seq) for a discriminator, (batch, labels) for a classifier, (batch, seq,
         labels) for a tagger."""
-        if self.device == "cuda":
-            # IO binding: inputs copied once, the output allocated on the device and copied back once,
-            # instead of ORT staging every tensor through its default path.
-            binding = self.session.io_binding()
-            for name, value in feeds.items():
-                binding.bind_cpu_input(name, value)
-            binding.bind_output(OUTPUT_NAME, "cuda")
-            self.session.run_with_iobinding(binding)
-            return np.asarray(binding.copy_outputs_to_cpu()[0], dtype=np.float32)
-        return np.asarray(self.session.run([OUTPUT_NAME], feeds)[0], dtype=np.float32)
+        return run_session(self.session, feeds, self.device)
 
     def infer(self, batch: list[Encoded]) -> list[np.ndarray]:
         """One logits row per input: per-token logits trimmed to its length (a tagger's: a row of labels per
@@ -222,6 +190,8 @@ class ModelRunner:
         """Run the shapes a server meets first, so the first real request skips ORT's lazy setup."""
         for texts in (["warm up"], ["warm up"] * 4, ["warm up " * (self.max_seq_len // 2)] * 2):
             self.infer(self.encode(texts))
+        if self.generator is not None:
+            self.generator.warm_up()
 
     def describe(self) -> dict[str, Any]:
         """What GET /models says about this model."""
@@ -239,5 +209,58 @@ class ModelRunner:
             "fused_operators": {k: v for k, v in self.bundle.fused_operators.items() if v},
             "parity": msgspec.to_builtins(self.bundle.parity),
             "dev_accuracy": msgspec.to_builtins(self.bundle.dev_accuracy),
+            "generator": None if self.generator is None else self.generator.describe(),
             "created": self.bundle.created,
         }
+
+
+def open_session(path: Path, device: str, threads: int) -> Any:
+    """An ONNX Runtime session on `path` for `device`, "cpu" or "cuda" (InputError when it cannot be had)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    options.log_severity_level = 3
+    # Idle ORT worker threads spin by default, taking the cores the event loop needs for HTTP and
+    # tokenization between batches; in a server they should sleep.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    preloaded = ""
+    if device == "cuda":
+        preloaded = preload_cuda_libraries(ort)
+        if "CUDAExecutionProvider" not in ort.get_available_providers():
+            raise InputError(
+                "--device cuda: this ONNX Runtime has no CUDA provider (install onnxruntime-gpu, "
+                f"available: {', '.join(ort.get_available_providers())})"
+            )
+        providers: list[Any] = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    else:
+        providers = ["CPUExecutionProvider"]
+    # ORT's own logger prints provider failures (a CUDA library missing, ...) to stderr in colour before
+    # raising; the error below says it in one line instead.
+    ort.set_default_logger_severity(4)
+    try:
+        session = ort.InferenceSession(str(path), options, providers=providers)
+    except Exception as e:  # ORT raises its own exception types for corrupt or unsupported graphs.
+        first = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
+        raise InputError(f"{path}: ONNX Runtime cannot load it ({first})") from None
+    if device == "cuda" and "CUDAExecutionProvider" not in session.get_providers():
+        why = f" ({preloaded.splitlines()[0]})" if preloaded else ""
+        raise InputError(
+            f"{path.parent}: ONNX Runtime fell back to CPU; the CUDA provider failed to start{why}"
+        )
+    return session
+
+
+def run_session(session: Any, feeds: dict[str, np.ndarray], device: str) -> np.ndarray:
+    """The session's float32 logits for `feeds`."""
+    if device == "cuda":
+        # IO binding: inputs copied once, the output allocated on the device and copied back once,
+        # instead of ORT staging every tensor through its default path.
+        binding = session.io_binding()
+        for name, value in feeds.items():
+            binding.bind_cpu_input(name, value)
+        binding.bind_output(OUTPUT_NAME, "cuda")
+        session.run_with_iobinding(binding)
+        return np.asarray(binding.copy_outputs_to_cpu()[0], dtype=np.float32)
+    return np.asarray(session.run([OUTPUT_NAME], feeds)[0], dtype=np.float32)

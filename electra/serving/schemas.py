@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import msgspec
-from msgspec import Meta, Struct
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 Probability = Annotated[float, Meta(ge=0.0, le=1.0)]
 ModelName = Annotated[str, Meta(min_length=1, max_length=200)]
@@ -15,7 +15,9 @@ class DetectRequest(Struct, forbid_unknown_fields=True):
     """One text (`text`) or several (`texts`); every token is scored replaced (1) vs original (0).
 
     A text longer than the model is scored whole, through windows of the model's length that overlap by
-    `stride` tokens (default: a quarter of a window); `truncate: true` scores only its first window."""
+    `stride` tokens (default: a quarter of a window); `truncate: true` scores only its first window.
+    `suggest: k` (a model exported with its generator): each flagged token (or word) also gets the
+    generator's k most probable replacements, and each result the text with the best ones applied."""
 
     text: str | None = None
     texts: list[str] | None = None
@@ -24,25 +26,45 @@ class DetectRequest(Struct, forbid_unknown_fields=True):
     model: ModelName | None = None
     truncate: bool = False
     stride: Annotated[int, Meta(ge=0)] | None = None
+    suggest: Annotated[int, Meta(ge=1)] | None = None
+
+
+class Suggestion(Struct):
+    """A replacement the generator proposes for a flagged token or word: `token` as the vocabulary has it,
+    `score` its probability, and the edit that applies it: `input[start:end]` becomes `text`.
+
+    The span is the token's own, except for a WordPiece continuation ("##ed") proposed for a token that
+    starts a word: it joins the word before, so the span also covers the space between. With a lower-casing
+    tokenizer, `text` takes the case of the text it replaces ("River" -> "Lake")."""
+
+    token: str
+    score: float
+    text: str
+    start: int
+    end: int
 
 
 class Token(Struct):
-    """A token (or a word with level=word): `text == input[start:end]`, offsets in characters."""
+    """A token (or a word with level=word): `text == input[start:end]`, offsets in characters.
+    `suggestions`: with `suggest`, on every replaced token, best first."""
 
     text: str
     start: int
     end: int
     score: float
     replaced: bool
+    suggestions: list[Suggestion] | UnsetType = UNSET
 
 
 class DetectResult(Struct):
-    """`truncated`: only the first window was scored (truncate=true); `windows`: model inputs it took."""
+    """`truncated`: only the first window was scored (truncate=true); `windows`: model inputs it took.
+    `suggested_text`: with `suggest`, the text with each replaced token's best suggestion applied."""
 
     tokens: list[Token]
     replaced_fraction: float
     truncated: bool
     windows: int = 1
+    suggested_text: str | UnsetType = UNSET
 
 
 class DetectResponse(Struct):
@@ -142,6 +164,8 @@ class ModelInfo(Struct):
     parity: dict[str, object] | None
     dev_accuracy: dict[str, object] | None
     created: str | None
+    # The generator beside a detector (what /detect's suggest runs); None: no suggestions from this model.
+    generator: dict[str, object] | None = None
 
 
 class ModelsResponse(Struct):

@@ -4,9 +4,12 @@ updates rely on.
 On SIGTERM (or Ctrl-C) the server stops accepting connections, lets in-flight requests finish (up to
 graceful_timeout_s), then runs the app's shutdown, which drains every batcher; the process exits 0.
 
-uvicorn (the default) runs the ASGI app on uvloop with httptools' parser. granian (--http-server granian,
-optional: pip install granian) parses HTTP in Rust and runs the same app on the same kind of event loop,
-embedded in this process (one worker: the models are loaded once, here). Both log through electra.logs.
+uvicorn (the default) runs the ASGI app on uvloop with httptools' parser, through uvicorn_protocol.py's
+header deadline, header size limit and connection cap. granian (--http-server granian, optional: pip install
+granian) parses HTTP in Rust and runs the same app on the same kind of event loop, embedded in this process
+(one worker: the models are loaded once, here), with the same limits in its own terms: hyper closes a
+connection whose headers are late (no 408), answers 431 itself, and leaves connections beyond the cap
+waiting in the listen backlog. Both log through electra.logs.
 """
 
 from __future__ import annotations
@@ -45,10 +48,47 @@ def _check_http_server(name: str) -> None:
         if name == "granian":
             import granian  # noqa: F401
         else:
+            import httptools  # noqa: F401  (the parser uvicorn_protocol.py builds on)
             import uvicorn  # noqa: F401
-    except ImportError:
+    except ImportError as e:
         extra = "pip install granian" if name == "granian" else "pip install -e '.[serve]'"
-        raise InputError(f"--http-server {name}: {name} is not installed ({extra})") from None
+        raise InputError(f"--http-server {name}: {e.name or name} is not installed ({extra})") from None
+
+
+# Files the server holds besides client connections: models, the listening socket, the event loop's and
+# ONNX Runtime's descriptors, log files, with room to spare.
+FILES_BESIDES_CONNECTIONS = 256
+
+
+def _make_room_for_connections(max_connections: int) -> None:
+    """Raise the soft limit on open files to fit max_connections sockets besides the process's own files.
+
+    Many systems start processes with a soft limit of 1024 (Docker from 25 on, systemd, most shells) and
+    a much higher hard limit; with the soft one the cap could never be reached: accept() would fail first,
+    and uvicorn would stop accepting for a while. A hard limit too low for the cap gets a warning.
+    """
+    try:
+        import resource
+    except ImportError:  # not on this platform (Windows): nothing to raise
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = max_connections + FILES_BESIDES_CONNECTIONS
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (OSError, ValueError):  # a sandbox that forbids it: the soft limit is what there is
+            target = soft
+    if target < needed:
+        log.warning(
+            "--max-connections %d: this process may open only %d files (its hard limit, ulimit -Hn), so "
+            "connections beyond about %d fail to be accepted; lower --max-connections or raise the limit",
+            max_connections,
+            target,
+            max(target - FILES_BESIDES_CONNECTIONS, 0),
+        )
 
 
 def serve(
@@ -60,6 +100,7 @@ def serve(
     _check_port_free(settings.host, settings.port)
     # One format for our lines and the HTTP server's (startup, errors, access): the one `--log-format` set.
     logs.configure(logs.current_format(), level=settings.log_level, others_level=settings.log_level)
+    _make_room_for_connections(settings.max_connections)
     runners = load_runners(settings)
     for name, runner in runners.items():
         log.info(
@@ -80,10 +121,14 @@ def serve(
 def _run_uvicorn(app: Any, settings: ServeSettings, access_log: bool) -> None:
     import uvicorn
 
+    from electra.serving.uvicorn_protocol import Limits, guarded_protocol
+
+    limits = Limits(settings.header_timeout_s, settings.max_header_bytes, settings.max_connections)
     config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
+        http=guarded_protocol(limits),
         log_level=settings.log_level,
         log_config=logs.uvicorn_log_config(settings.log_level, others_level=settings.log_level),
         access_log=access_log,
@@ -121,6 +166,7 @@ def granian_log_config(level: str) -> dict[str, Any]:
 
 def _run_granian(app: Any, settings: ServeSettings, access_log: bool) -> None:
     from granian.constants import HTTPModes, Interfaces
+    from granian.http import HTTP1Settings
     from granian.log import LogLevels
     from granian.server.embed import Server
 
@@ -133,6 +179,15 @@ def _run_granian(app: Any, settings: ServeSettings, access_log: bool) -> None:
         websockets=False,
         runtime_threads=1,
         backlog=1024,
+        # granian's "backpressure" is a semaphore taken before each accept: the connection cap, with the
+        # connections beyond it waiting in the backlog rather than answered 503.
+        backpressure=settings.max_connections,
+        # hyper's own limits: a head not in within the timeout closes the connection (it also bounds a
+        # kept-alive connection's idle time), a head larger than its read buffer answers 431.
+        http1_settings=HTTP1Settings(
+            header_read_timeout=max(1, round(settings.header_timeout_s * 1000)),
+            max_buffer_size=settings.max_header_bytes,
+        ),
         log_level=LogLevels(settings.log_level),
         log_dictconfig=granian_log_config(settings.log_level),
         log_access=access_log,

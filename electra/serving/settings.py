@@ -18,6 +18,8 @@ from electra.errors import InputError
 
 DEVICES = ("cpu", "cuda")
 HTTP_SERVERS = ("uvicorn", "granian")
+# The smallest max_header_bytes: hyper (granian's HTTP/1 parser) refuses a smaller read buffer.
+MIN_HEADER_BYTES = 8192
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,10 @@ class ServeSettings:
     max_body_bytes: int = field(default=2_000_000, metadata=option("largest request body"))
     max_texts: int = field(default=128, metadata=option("inputs per request"))
     max_chars: int = field(default=50_000, metadata=option("characters per text"))
+    # /detect's `suggest` (and fill-mask's top_k): replacements per flagged token a request may ask for.
+    max_suggest: int = field(
+        default=20, metadata=option("suggestions per flagged token a request may ask for (/detect's suggest)")
+    )
     api_key_file: Path | None = field(
         default=None,
         metadata=option(
@@ -80,6 +86,37 @@ class ServeSettings:
     # Seconds SIGTERM waits for in-flight requests before closing the remaining connections.
     graceful_timeout_s: float = field(
         default=30.0, metadata=option("seconds SIGTERM waits for in-flight requests", flag="graceful-timeout")
+    )
+    # Slow and numerous clients (README, "Reliability"). Real clients send their request line and headers
+    # in one packet, so 10 s is generous on any link, and a slow-loris connection is dropped 6x sooner than
+    # nginx's 60 s would drop it. uvicorn answers 408; granian (hyper) closes the connection.
+    header_timeout_s: float = field(
+        default=10.0,
+        metadata=option(
+            "seconds a connection has to send its complete request headers (408 after)", flag="header-timeout"
+        ),
+    )
+    # The longest pause between two reads of a body, as nginx's client_body_timeout (not the whole body's
+    # time: a 2 MB body on a slow link may take minutes). 30 s outlasts TCP's retransmission back-off over
+    # several lost packets; a client silent for longer is gone or hostile.
+    body_timeout_s: float = field(
+        default=30.0,
+        metadata=option(
+            "seconds a request body may pause between two reads (408 after)", flag="body-timeout"
+        ),
+    )
+    # Open connections, idle keep-alive ones included; beyond it a connection gets 503 + Retry-After at once
+    # (granian: it waits in the listen backlog). About max_queue, plus room for probes and scrapes: more
+    # concurrent requests than the queue holds would get 503 anyway. The server raises its open-file limit
+    # to fit (see server.py).
+    max_connections: int = field(
+        default=1024, metadata=option("open connections; beyond them a connection gets 503 + Retry-After")
+    )
+    # Request line and headers. 32 KiB is nginx's default total (4 buffers of 8 KiB): bearer tokens and
+    # cookies fit many times over; httptools alone would buffer a header of any size. 8 KiB at least: less
+    # would refuse ordinary browsers' requests, and granian takes no smaller buffer.
+    max_header_bytes: int = field(
+        default=32_768, metadata=option("bytes of request line and headers (431 beyond)")
     )
     # The HTTP server in front of the app; granian is optional (pip install granian).
     http_server: str = field(
@@ -104,7 +141,14 @@ class ServeSettings:
             problems.append(f"http_server must be one of {', '.join(HTTP_SERVERS)}, got {self.http_server!r}")
         if not 0 < self.port < 65536:
             problems.append(f"port must be in 1..65535, got {self.port}")
-        for name in ("max_batch_tokens", "max_batch_size", "max_queue", "max_body_bytes", "max_texts"):
+        for name in (
+            "max_batch_tokens",
+            "max_batch_size",
+            "max_queue",
+            "max_body_bytes",
+            "max_texts",
+            "max_suggest",
+        ):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.max_chars < 1:
@@ -117,6 +161,16 @@ class ServeSettings:
             problems.append(f"threads must be >= 0, got {self.threads}")
         if not math.isfinite(self.graceful_timeout_s) or self.graceful_timeout_s < 0:
             problems.append(f"graceful_timeout_s must be a finite number >= 0, got {self.graceful_timeout_s}")
+        for name in ("header_timeout_s", "body_timeout_s"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                problems.append(f"{name} must be a finite number > 0, got {value}")
+        if self.max_connections < 1:
+            problems.append(f"max_connections must be at least 1, got {self.max_connections}")
+        if self.max_header_bytes < MIN_HEADER_BYTES:
+            problems.append(
+                f"max_header_bytes must be at least {MIN_HEADER_BYTES}, got {self.max_header_bytes}"
+            )
         if self.example is not None and len(self.example) > self.max_chars:
             problems.append(
                 f"example has {len(self.example):,} characters; the limit is max_chars ({self.max_chars:,})"

@@ -25,12 +25,22 @@ from electra.errors import InputError
 from electra.serving import statistics, timing
 from electra.serving.arrivals import arrived
 from electra.serving.batcher import Arrivals, Batcher
+from electra.serving.generator import GeneratorRunner
 from electra.serving.metrics import ModelMetrics
 from electra.serving.postprocess import classify_result, detect_result
 from electra.serving.runtime import Encoded, ModelRunner
 from electra.serving.schemas import ClassifyResult, DetectResult
 from electra.serving.settings import ServeSettings
-from electra.serving.windows import TokenLogits, default_stride, first_window, max_stride, merge, split
+from electra.serving.suggest import Target, attach, flagged, plan
+from electra.serving.windows import (
+    Document,
+    TokenLogits,
+    default_stride,
+    first_window,
+    max_stride,
+    merge,
+    split,
+)
 
 log = logging.getLogger("electra.serving")
 
@@ -62,7 +72,9 @@ class ServerState:
         self.settings = settings
         self.runners = runners
         self.by_kind = {k: {n: r for n, r in runners.items() if r.kind == k} for k in KIND_ROUTE}
-        self.metrics = {name: ModelMetrics.for_model(name) for name in runners}
+        # Each generator has a batcher and metrics of its own, under its name ("detector/generator").
+        self.generators = {r.generator.name: r.generator for r in runners.values() if r.generator}
+        self.metrics = {name: ModelMetrics.for_model(name) for name in [*runners, *self.generators]}
         self.statistics = statistics.Statistics(runners)
         self.batchers: dict[str, Batcher] = {}
         self.arrivals = Arrivals()
@@ -75,7 +87,7 @@ class ServerState:
 
     def start(self) -> None:
         s = self.settings
-        for name, runner in self.runners.items():
+        for name, runner in [*self.runners.items(), *self.generators.items()]:
             batcher = Batcher(
                 runner,
                 self.metrics[name],
@@ -121,15 +133,78 @@ class ServerState:
     # --- model calls ------------------------------------------------------------------------------------
 
     async def score_tokens(
-        self, runner: ModelRunner, texts: list[str], threshold: float, level: str, stride: int | None
+        self,
+        runner: ModelRunner,
+        texts: list[str],
+        threshold: float,
+        level: str,
+        stride: int | None,
+        suggest: int | None = None,
     ) -> list[DetectResult]:
-        """Every token of every text scored through windows (`stride` None: the first window only)."""
+        """Every token of every text scored through windows (`stride` None: the first window only); with
+        `suggest`, each flagged one also gets the generator's `suggest` best replacements."""
         out = []
-        for text, scored in zip(texts, await self.token_logits(runner, texts, stride), strict=True):
-            result = detect_result(text, scored.encoded, scored.logits, threshold, level)
-            result.windows = scored.windows
+        scored = await self.token_logits(runner, texts, stride)
+        for text, s in zip(texts, scored, strict=True):
+            result = detect_result(text, s.encoded, s.logits, threshold, level)
+            result.windows = s.windows
             out.append(result)
+        if suggest is not None:
+            targets = [flagged(r, s.encoded, level) for r, s in zip(out, scored, strict=True)]
+            rows = await self.suggestions(runner, [s.doc for s in scored], targets, suggest, level == "word")
+            generator = self._generator(runner)
+            for text, s, result, found, row in zip(texts, scored, out, targets, rows, strict=True):
+                attach(
+                    text,
+                    s.encoded,
+                    result,
+                    found,
+                    row,
+                    generator.tokens,
+                    generator.prefix,
+                    generator.lowercase,
+                )
         return out
+
+    async def suggestions(
+        self,
+        runner: ModelRunner,
+        docs: list[Document],
+        targets: list[list[Target]],
+        top_k: int,
+        whole_words: bool,
+        candidates: tuple[int, ...] | None = None,
+    ) -> list[list[np.ndarray]]:
+        """Per document, each target's `top_k` tokens from the generator (TOP_TOKENS rows), through its
+        batcher."""
+        generator = self._generator(runner)
+        mask_id = runner.mask_id
+        plans = [
+            plan(doc, found, mask_id, top_k, whole_words, candidates=candidates)
+            for doc, found in zip(docs, targets, strict=True)
+        ]
+        inputs = [x for p in plans for x in p.inputs]
+        if not inputs:
+            return [[] for _ in docs]
+        self.check_fits(len(inputs), "generator inputs", "fewer texts or a higher threshold (fewer flagged)")
+        rows = iter(await self.submit(generator.name, inputs, sum(1 for t in targets if t)))
+        out = []
+        for p, found in zip(plans, targets, strict=True):
+            answer: list[np.ndarray] = [np.empty(0)] * len(found)
+            for answered, row in zip(p.answers, [next(rows) for _ in p.inputs], strict=True):
+                for target, top in zip(answered, row, strict=True):
+                    answer[target] = top
+            out.append(answer)
+        return out
+
+    def _generator(self, runner: ModelRunner) -> GeneratorRunner:
+        if runner.generator is None:
+            raise HTTPException(
+                status_code=400,
+                detail=f"model {runner.name!r} has no generator, so it cannot suggest replacements; export "
+                "it with `electra export --generator` (the generator it was pre-trained with)",
+            )
+        return runner.generator
 
     async def token_logits(
         self, runner: ModelRunner, texts: list[str], stride: int | None
@@ -146,7 +221,7 @@ class ServerState:
         self.check_fits(sum(len(doc.windows) for doc in docs), "model windows")
         rows = iter(await self.run(runner, [w for doc in docs for w in doc.windows], len(texts)))
         return [
-            TokenLogits(doc.full, merge(doc, [next(rows) for _ in doc.windows]), len(doc.windows))
+            TokenLogits(doc.full, merge(doc, [next(rows) for _ in doc.windows]), len(doc.windows), doc)
             for doc in docs
         ]
 
@@ -190,9 +265,13 @@ class ServerState:
     async def run(self, runner: ModelRunner, encoded: list[Encoded], inputs: int) -> list[Any]:
         """Rows from the model's batcher (QueueFull, ShuttingDown or InferenceFailed: see error_response);
         `inputs` is how many texts the rows answer (a long text's windows are one input)."""
+        return await self.submit(runner.name, encoded, inputs)
+
+    async def submit(self, name: str, encoded: list[Encoded], inputs: int) -> list[Any]:
+        """Rows from the batcher of the model or generator called `name` (see run)."""
         arrived()
-        rows = await self.batchers[runner.name].submit(encoded)
-        self.metrics[runner.name].inputs.inc(inputs)
+        rows = await self.batchers[name].submit(encoded)
+        self.metrics[name].inputs.inc(inputs)
         statistics.answered()
         return rows
 
@@ -280,7 +359,20 @@ class ServerState:
             )
         return stride
 
-    def check_fits(self, inputs: int, what: str) -> None:
+    def check_suggest(self, runner: ModelRunner, top_k: int | None, name: str = "suggest") -> None:
+        """A request's number of suggestions per token, against the model and --max-suggest."""
+        if top_k is None:
+            return
+        self._generator(runner)
+        limit = self.settings.max_suggest
+        if top_k > limit:
+            raise HTTPException(
+                status_code=413,
+                detail=f"'{name}' is {top_k}; the server answers at most {limit} suggestions per token "
+                "(--max-suggest)",
+            )
+
+    def check_fits(self, inputs: int, what: str, send: str = "fewer or shorter texts") -> None:
         # The queue takes a request's inputs all at once or not at all: more than it holds could never
         # run, and a 503 would send the client into retrying forever.
         limit = self.settings.max_queue
@@ -288,7 +380,7 @@ class ServerState:
             raise HTTPException(
                 status_code=413,
                 detail=f"the request needs {inputs:,} {what}; at most {limit:,} fit in the model's queue "
-                "(--max-queue): send fewer or shorter texts per request",
+                f"(--max-queue): send {send} per request",
             )
 
 

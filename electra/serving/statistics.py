@@ -28,6 +28,7 @@ from typing import Any
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from electra.serving import timing
+from electra.serving.client_gone import went_away
 from electra.serving.metrics import NAMESPACE
 
 
@@ -108,7 +109,8 @@ class Statistics:
                 await app(scope, receive, send_status)
             finally:
                 _CURRENT.reset(token)
-                if request.model in self.models:
+                # A request whose client left (client_gone.py) neither succeeded nor failed: not counted.
+                if request.model in self.models and not went_away(scope):
                     self._record(request, start, answer[0], answer[1])
 
         return wrapped

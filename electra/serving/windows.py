@@ -38,11 +38,18 @@ class Document:
 @dataclass(frozen=True, slots=True)
 class TokenLogits:
     """A text's encoding (whole, or its first window with truncate), its per-token logits ([CLS] and [SEP]
-    included) and how many windows the model ran for it."""
+    included), how many windows the model ran for it and, when recorded, those windows (what the generator
+    reads for suggestions, electra.serving.suggest)."""
 
     encoded: Encoded
     logits: np.ndarray
     windows: int
+    document: Document | None = None
+
+    @property
+    def doc(self) -> Document:
+        """The windows the logits came from (the encoding itself as one window when none were recorded)."""
+        return self.document or Document(self.encoded, [self.encoded], [0])
 
 
 def default_stride(max_seq_len: int) -> int:

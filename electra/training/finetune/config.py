@@ -59,6 +59,8 @@ class FinetuneConfig:
     schedule: str | None = None
     loss_reduction: str | None = None
     normalize_regression_labels: bool | None = None
+    lr_table: str | None = None
+    pair_truncation: str | None = None
     seeds: list[int] = field(default_factory=lambda: [1])
     precision: str | None = None
     device: str | None = None

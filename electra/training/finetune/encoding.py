@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from electra.padding import pad_rows
+from electra.training.finetune.recipe import PairTruncation
 from electra.training.finetune.tasks import Example, TaskSpec
 
 
@@ -31,15 +32,24 @@ class EncodedExamples:
         return {name: torch.from_numpy(array).to(device) for name, array in arrays.items()}
 
 
-def encode(tok: Any, examples: list[Example], task: TaskSpec, max_len: int) -> EncodedExamples:
-    """Tokenize (pairs truncated longest-first to max_len) and map labels to the task's label ids."""
-    tok.enable_truncation(max_length=max_len, strategy="longest_first")
-    try:
-        inputs = [(e.text, e.text_pair) if e.text_pair is not None else e.text for e in examples]
-        encodings = tok.encode_batch(inputs)
-    finally:
-        # Leave the tokenizer as found: it is saved next to the model and would keep the setting.
-        tok.no_truncation()
+def encode(
+    tok: Any,
+    examples: list[Example],
+    task: TaskSpec,
+    max_len: int,
+    pair_truncation: PairTruncation = "official",
+) -> EncodedExamples:
+    """Tokenize (too-long pairs cut to max_len as `pair_truncation` says) and map labels to label ids."""
+    if examples and examples[0].text_pair is not None and pair_truncation == "official":
+        encodings = _encode_pairs_official(tok, examples, max_len)
+    else:
+        tok.enable_truncation(max_length=max_len, strategy="longest_first")
+        try:
+            inputs = [(e.text, e.text_pair) if e.text_pair is not None else e.text for e in examples]
+            encodings = tok.encode_batch(inputs)
+        finally:
+            # Leave the tokenizer as found: it is saved next to the model and would keep the setting.
+            tok.no_truncation()
     labels = None
     if examples and examples[0].label is not None:
         if task.labels is None:
@@ -48,3 +58,30 @@ def encode(tok: Any, examples: list[Example], task: TaskSpec, max_len: int) -> E
             index = {name: i for i, name in enumerate(task.labels)}
             labels = np.asarray([index[str(e.label)] for e in examples], dtype=np.int64)
     return EncodedExamples([e.ids for e in encodings], [e.type_ids for e in encodings], labels)
+
+
+def truncated_pair_lengths(len_a: int, len_b: int, budget: int) -> tuple[int, int]:
+    """The official `_truncate_seq_pair` (finetune/classification/classification_tasks.py): one token at a
+    time off the longer segment, off the second on a tie. The tokenizers library's longest_first cuts the
+    first on a tie, and splits the budget differently when the second segment is the longer one."""
+    while len_a + len_b > budget:
+        if len_a > len_b:
+            len_a -= 1
+        else:
+            len_b -= 1
+    return len_a, len_b
+
+
+def _encode_pairs_official(tok: Any, examples: list[Example], max_len: int) -> list[Any]:
+    """Each segment encoded alone, cut to the official lengths, then joined by the tokenizer's own template
+    ([CLS] a [SEP] b [SEP] with its type ids), so the result differs from longest_first only in the cut."""
+    budget = max_len - tok.num_special_tokens_to_add(is_pair=True)
+    firsts = tok.encode_batch([e.text for e in examples], add_special_tokens=False)
+    seconds = tok.encode_batch([e.text_pair or "" for e in examples], add_special_tokens=False)
+    joined = []
+    for a, b in zip(firsts, seconds, strict=True):
+        len_a, len_b = truncated_pair_lengths(len(a), len(b), budget)
+        a.truncate(len_a)
+        b.truncate(len_b)
+        joined.append(tok.post_process(a, b, add_special_tokens=True))
+    return joined

@@ -8,9 +8,10 @@
   issue #51): the head counts as one layer above the top one, so the top layer gets decay^1, not decay^2.
 * `hf`: what Hugging Face's Trainer does with ElectraForSequenceClassification in a run_glue.py-style run.
 
-The learning rate, batch size, epochs and the 10% warmup are the paper's in all three (electra.sizes,
-FinetuneConfig), so comparing recipes compares only these choices. `official` is the default: a user who
-reproduces ELECTRA gets the code that produced the paper's numbers.
+The learning rate comes from the same table in all three (electra.sizes: the official code's, 1e-4 for
+every size but Large, unless `lr_table` says "paper", Table 7's), and batch size, epochs and the 10% warmup
+are the paper's (FinetuneConfig), so comparing recipes compares only these choices. `official` is the
+default: a user who reproduces ELECTRA gets the code that produced the paper's numbers.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ HeadInit = Literal["glorot", "normal"]
 HEAD_INITS: tuple[HeadInit, ...] = ("glorot", "normal")
 LossReduction = Literal["sum", "mean"]
 LOSS_REDUCTIONS: tuple[LossReduction, ...] = ("sum", "mean")
+LrTable = Literal["code", "paper"]
+LR_TABLES: tuple[LrTable, ...] = ("code", "paper")
+PairTruncation = Literal["official", "longest_first"]
+PAIR_TRUNCATIONS: tuple[PairTruncation, ...] = ("official", "longest_first")
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,8 @@ class Recipe:
     schedule: Schedule  # optim.py: "official" decays over all steps x warmup ramp; "hf" decays after warmup
     loss_reduction: LossReduction  # over the batch, before clipping the gradient norm at 1.0
     normalize_regression_labels: bool  # STS-B trains on (score - 0) / 5 as the official RegressionTask
+    lr_table: LrTable  # electra.sizes: "code" (configure_finetuning.py) or "paper" (Table 7)
+    pair_truncation: PairTruncation  # encoding.py: which segment of a too-long pair loses a token on a tie
 
     def describe(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -70,6 +77,8 @@ _OFFICIAL = Recipe(
     schedule="official",
     loss_reduction="sum",  # run_finetuning.py FinetuningModel: tf.reduce_sum over the batch
     normalize_regression_labels=True,
+    lr_table="code",  # configure_finetuning.py: learning_rate 1e-4, 5e-5 for large
+    pair_truncation="official",  # classification_tasks.py _truncate_seq_pair: the second on a tie
 )
 
 RECIPES: dict[str, Recipe] = {
@@ -90,6 +99,8 @@ RECIPES: dict[str, Recipe] = {
             schedule="hf",  # get_linear_schedule_with_warmup
             loss_reduction="mean",  # CrossEntropyLoss / MSELoss defaults in ElectraForSequenceClassification
             normalize_regression_labels=False,
+            lr_table="code",  # the same lr as the other two, so an A/B compares only the recipe
+            pair_truncation="longest_first",  # the tokenizer's truncation=True
         ),
     )
 }
@@ -105,6 +116,8 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "head_init": HEAD_INITS,
     "schedule": SCHEDULES,
     "loss_reduction": LOSS_REDUCTIONS,
+    "lr_table": LR_TABLES,
+    "pair_truncation": PAIR_TRUNCATIONS,
 }
 
 

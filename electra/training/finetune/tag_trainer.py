@@ -2,8 +2,10 @@
 sequence classifier (same recipe: optimizer, layer-wise decay, schedule, seeds, best-seed selection) with
 the tagging task's data, head, loss and metrics in place of the classification ones.
 
-The head is the official tagging head (dropout, one dense layer over every token), which is also
-transformers' ElectraForTokenClassification: the saved directory loads there, and exports as a tagger.
+The head is one dense layer over every token, transformers' ElectraForTokenClassification, so the saved
+directory loads there and exports as a tagger. Under the recipe's `head` "linear" (official) it has no dropout
+of its own, as the official tagging head (tagging_tasks.py: tf.layers.dense on the sequence output), saved as
+`classifier_dropout: 0.0`; under "hf" it has transformers' dropout before the dense layer.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ class TaggerTrainer(FinetuneTrainer):
 
     def load_model(self) -> tuple[nn.Module, LoadReport]:
         head = classifier_head_config(self.task.labels)
+        if self.recipe.head == "linear":
+            head["classifier_dropout"] = 0.0
         return load_hf_dir_with_report(self.model_dir, kind="tagger", **head)
 
     def batch_loss(self, idx: np.ndarray) -> torch.Tensor:

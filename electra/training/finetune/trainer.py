@@ -1,9 +1,10 @@
 """GLUE-style classification and regression on a discriminator, one trainer per run (`electra finetune`
 builds it through electra.training.finetune.run, which gives a tagging task to TaggerTrainer instead).
 
-The paper's hyperparameters: lr 3e-4 (small) / 1e-4 (base) / 5e-5 (large), layer-wise learning-rate decay
-0.8 (0.9 large), 10% warmup, batch 32, 3 epochs (10 for RTE and STS-B), gradient norm clipped at 1.0; how the
-optimizer, schedule, head, loss and data treat them is the recipe's (`recipe`, default the official code's).
+The hyperparameters: lr by width (electra.sizes: the official code's 1e-4, 5e-5 large, or the paper's
+Table 7 under the recipe's `lr_table`), layer-wise learning-rate decay 0.8 (0.9 large), 10% warmup,
+batch 32, 3 epochs (10 for RTE and STS-B), gradient norm clipped at 1.0; how the optimizer, schedule,
+head, loss and data treat them is the recipe's (`recipe`, default the official code's).
 Dev evaluation after every epoch, several seeds with the median reported and the best seed's model saved.
 """
 
@@ -82,13 +83,14 @@ class FinetuneTrainer:
             raise InputError("the training set is empty")
         if self.recipe.double_unordered:
             train_examples = double_unordered(self.task, train_examples)
-        self.train_data = encode(self.tokenizer, train_examples, self.task, cfg.max_seq_len)
+        cut = self.recipe.pair_truncation
+        self.train_data = encode(self.tokenizer, train_examples, self.task, cfg.max_seq_len, cut)
         self.scale = target_scale(self.task, self.recipe.normalize_regression_labels)
         if self.scale is not None and self.train_data.labels is not None:
             lo, hi = self.scale
             self.train_data.labels = (self.train_data.labels - lo) / hi
         self.dev_data = {
-            name: encode(self.tokenizer, examples, self.task, cfg.max_seq_len)
+            name: encode(self.tokenizer, examples, self.task, cfg.max_seq_len, cut)
             for name, examples in dev_examples.items()
         }
 
@@ -121,7 +123,7 @@ class FinetuneTrainer:
 
     def lr_and_decay(self, hidden_size: int) -> tuple[float, float]:
         """(peak learning rate, layer-wise decay): the config's, else electra.sizes' for the model's width."""
-        lr, decay = finetune_recipe(hidden_size)
+        lr, decay = finetune_recipe(hidden_size, self.recipe.lr_table)
         if self.recipe.layerwise_lr_decay is not None:
             decay = self.recipe.layerwise_lr_decay
         return self.cfg.lr or lr, decay
