@@ -54,13 +54,16 @@ def status_of(raw: bytes) -> int:
 
 
 def responses_in(raw: bytes) -> list[tuple[int, dict[str, str], bytes]]:
-    """Every response in `raw` (Content-Length framed, as this server frames them): status, headers, body."""
+    """Every complete response in `raw` (Content-Length framed, as this server frames them): status, headers,
+    body. One still arriving (head or body short) is not counted: a reader loops until it is in."""
     out = []
-    while raw.startswith(b"HTTP/1."):
+    while raw.startswith(b"HTTP/1.") and b"\r\n\r\n" in raw:
         head, _, rest = raw.partition(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
         length = int(headers.get("content-length", "0"))
+        if len(rest) < length:
+            break
         out.append((int(lines[0].split(" ", 2)[1]), headers, rest[:length]))
         raw = rest[length:]
     return out
