@@ -439,6 +439,11 @@ def plot(result: dict[str, Any], path: Path) -> Path:
                 styles[arm],
                 label={"electra": "ELECTRA (tied)", "gdes": "ELECTRA (GDES)", "mlm": "masked LM"}[arm],
             )
+    # Budget points are fractions of one budget: show them against zero.
+    ax.set_xlim(
+        0,
+        1.08 * max((r["flops"] for rows in result["arms"].values() for r in rows if "flops" in r), default=1),
+    )
     ax.set_xlabel("pre-training FLOPs")
     ax.set_ylabel(f"suite average ({', '.join(result['setup']['tasks'])})")
     ax.set_title(f"equal compute, {result['setup']['size']} encoder, {result['machine']['cores']} CPU cores")

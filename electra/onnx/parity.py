@@ -137,14 +137,7 @@ def measure_parity(
 
     batch = encode_batch(tokenizer, texts, max_seq_len, pair_types=model.config.type_vocab_size > 1)
     reference, exported = _run_both(model, session, batch)
-    if reference.shape != exported.shape:
-        raise ElectraError(
-            f"ONNX logits are {exported.shape}, PyTorch's {reference.shape}; the export is broken"
-        )
-    if not np.isfinite(exported).all():
-        raise ElectraError(
-            f"the {precision} ONNX model produced non-finite logits on the parity batch; it is unusable"
-        )
+    _check_outputs(reference, exported, precision, "")
     if model.kind in ("discriminator", "tagger"):
         # Positions past a row's length are padding: their logits are never read, so they are not compared.
         real = batch["attention_mask"].astype(bool)
@@ -200,15 +193,7 @@ def measure_generator_parity(
         reference = model(*tensors, masked_positions=torch.from_numpy(flat)).float().numpy()
     feeds = {**{name: batch[name] for name in INPUT_NAMES}, MASKED_POSITIONS: flat}
     exported = session.run([OUTPUT_NAME], feeds)[0]
-    if reference.shape != exported.shape:
-        raise ElectraError(
-            f"generator ONNX logits are {exported.shape}, PyTorch's {reference.shape}; the export is broken"
-        )
-    if not np.isfinite(exported).all():
-        raise ElectraError(
-            f"the {precision} generator ONNX model produced non-finite logits on the parity batch; it is "
-            "unusable"
-        )
+    _check_outputs(reference, exported, precision, "generator ")
     return Parity(
         texts=len(texts),
         batch_shape=list(ids.shape),
@@ -220,6 +205,20 @@ def measure_generator_parity(
         tolerance=FP32_TOLERANCE if precision == "fp32" else None,
         provider=PROVIDER,
     )
+
+
+def _check_outputs(reference: Any, exported: Any, precision: Precision, what: str) -> None:
+    """ElectraError when the exported graph's logits have another shape than PyTorch's or are not finite."""
+    import numpy as np
+
+    if reference.shape != exported.shape:
+        raise ElectraError(
+            f"{what}ONNX logits are {exported.shape}, PyTorch's {reference.shape}; the export is broken"
+        )
+    if not np.isfinite(exported).all():
+        raise ElectraError(
+            f"the {precision} {what}ONNX model produced non-finite logits on the parity batch; it is unusable"
+        )
 
 
 def check_parity(parity: Parity, precision: Precision, model_dir: Path) -> None:
