@@ -279,6 +279,16 @@ def test_gumbel_sample_deterministic_and_no_grad() -> None:
     assert torch.equal(a, b) and a.shape == (4, 5) and not a.requires_grad
 
 
+def test_gumbel_sample_in_blocks_equals_the_official_formula() -> None:
+    # 3 x 7 rows of a 100k vocabulary: several CPU blocks, the last one short. The official code's formula
+    # on the whole tensor, from the same seed, must give the very same samples.
+    logits = torch.randn(3, 7, 100_000)
+    u = torch.rand(logits.shape, generator=seeded(5))
+    want = torch.argmax(logits / 0.7 - torch.log(-torch.log(u + 1e-9) + 1e-9), dim=-1)
+    got = gumbel_sample(logits, seeded(5), temperature=0.7)
+    assert got.shape == (3, 7) and torch.equal(got, want)
+
+
 # ----- electra_step -----
 
 

@@ -31,6 +31,8 @@ from electra.errors import InputError
 
 # The TF code's epsilon in -log(-log(u + eps) + eps): keeps u == 0 (possible from torch.rand) finite.
 _GUMBEL_EPS = 1e-9
+# Gumbel noise is drawn this many floats at a time on the CPU (2 MB: a block stays in cache for its passes).
+_CPU_BLOCK_ELEMENTS = 1 << 19
 
 STAT_KEYS = (
     "mlm_loss_sum",
@@ -225,12 +227,21 @@ def gumbel_sample(
     """Token ids drawn from softmax(logits / temperature) over the last axis, by Gumbel-max.
 
     In float32 whatever the logits' dtype: bf16 noise has 8 bits of mantissa, which visibly biases the
-    argmax between near-tied tokens.
+    argmax between near-tied tokens. The noise is made in place, and on the CPU a block of rows at a time:
+    the (B, K, V) temporaries of the plain formula cost 3.5x the time at V = 30,522 (a third of a small
+    model's step). The CPU generator draws the same stream either way, so the samples are the same.
     """
-    logits = logits.float() / temperature
-    u = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=torch.float32)
-    gumbel = -torch.log(-torch.log(u + _GUMBEL_EPS) + _GUMBEL_EPS)
-    return torch.argmax(logits + gumbel, dim=-1)
+    scaled = (logits.float() / temperature).reshape(-1, logits.shape[-1])
+    rows = scaled.shape[0] if scaled.device.type != "cpu" else max(1, _CPU_BLOCK_ELEMENTS // scaled.shape[1])
+    out = torch.empty(scaled.shape[0], dtype=torch.long, device=scaled.device)
+    noise = torch.empty(min(rows, scaled.shape[0]), scaled.shape[1], device=scaled.device)
+    for start in range(0, scaled.shape[0], rows):
+        block = scaled[start : start + rows]
+        u = noise[: block.shape[0]].uniform_(generator=generator)
+        # -log(-log(u + eps) + eps) + logits, as the official code writes it.
+        u.add_(_GUMBEL_EPS).log_().neg_().add_(_GUMBEL_EPS).log_().neg_().add_(block)
+        out[start : start + rows] = u.argmax(dim=-1)
+    return out.view(logits.shape[:-1])
 
 
 def corrupt_inputs(
