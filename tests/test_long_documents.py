@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from litestar.testing import TestClient
 
 from electra.serving.app import create_app
-from electra.serving.runtime import Encoded, ModelRunner
+from electra.serving.encoded import Encoded
+from electra.serving.runtime import ModelRunner
 from electra.serving.settings import ModelSpec, ServeSettings
 from electra.serving.windows import default_stride, max_stride, merge, split, window_starts
 from tests.test_serving import check_offsets, wait_ready

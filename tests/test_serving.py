@@ -667,7 +667,7 @@ def test_unbatched_server_gives_the_same_answers(serving_bundles: dict[str, Path
 def test_cuda_libraries_are_preloaded_quietly(capsys: pytest.CaptureFixture[str]) -> None:
     from types import SimpleNamespace
 
-    from electra.serving.runtime import preload_cuda_libraries
+    from electra.serving.session import preload_cuda_libraries
 
     def preload_dlls() -> None:
         print("Failed to load libcublas.so.13: cannot open shared object file")

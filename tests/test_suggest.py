@@ -20,7 +20,7 @@ from electra.bundle import read_bundle
 from electra.errors import InputError
 from electra.files import BUNDLE_JSON, GENERATOR_DIR, MODEL_ONNX
 from electra.serving.app import create_app
-from electra.serving.runtime import Encoded
+from electra.serving.encoded import Encoded
 from electra.serving.settings import ModelSpec, ServeSettings
 from electra.serving.suggest import ALONE_MAX, Target, edit, plan
 from electra.serving.windows import Document, split
@@ -463,8 +463,8 @@ def tokenizer(suggest_bundle: Path) -> Any:
 
 def apply(tokenizer: Any, text: str, index: int, token: str, last: int | None = None) -> str:
     """`text` with `token` in place of its token `index` (..`last`), as a suggestion edits it."""
+    from electra.serving.encoded import from_encoding as _encoded
     from electra.serving.postprocess import with_marks
-    from electra.serving.runtime import _encoded
 
     enc = _encoded(tokenizer.encode(text), False)
     target = Target(0, index, index if last is None else last)

@@ -25,8 +25,8 @@ import numpy as np
 from electra.serving import timing
 
 if TYPE_CHECKING:
+    from electra.serving.encoded import Encoded
     from electra.serving.metrics import ModelMetrics
-    from electra.serving.runtime import Encoded
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,8 @@ of a word rather than words.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -22,11 +23,9 @@ import numpy as np
 from electra.bundle import MASKED_POSITIONS, Generator
 from electra.files import GENERATOR_DIR, MODEL_ONNX
 from electra.padding import pad_rows
-from electra.serving.runtime import Encoded, open_session, run_session
+from electra.serving.encoded import Encoded
+from electra.serving.session import open_session, run_session
 from electra.tokenizer import is_lowercase, vocab_tokens
-
-if TYPE_CHECKING:
-    from electra.serving.runtime import ModelRunner
 
 # One suggestion: a token id and its probability. A row of these per predicted position, best first.
 TOP_TOKENS = np.dtype([("id", np.int64), ("prob", np.float64)])
@@ -71,16 +70,27 @@ def masked_input(
 
 
 class GeneratorRunner:
-    """generator/model.onnx of a loaded bundle; `infer` (thread-safe, blocking) is what its batcher calls."""
+    """generator/model.onnx of a loaded bundle; `infer` (thread-safe, blocking) is what its batcher calls.
 
-    def __init__(self, runner: ModelRunner, info: Generator, threads: int) -> None:
-        self.name = f"{runner.name}/{GENERATOR_DIR}"
+    Built by the bundle's ModelRunner from its own pieces (name, directory, device, tokenizer, padding id).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        bundle_dir: Path,
+        info: Generator,
+        tokenizer: Any,
+        pad_id: int,
+        device: str,
+        threads: int,
+    ) -> None:
+        self.name = f"{name}/{GENERATOR_DIR}"
         self.info = info
-        self.device = runner.device
-        self.session = open_session(runner.path / GENERATOR_DIR / MODEL_ONNX, runner.device, threads)
+        self.device = device
+        self.session = open_session(bundle_dir / GENERATOR_DIR / MODEL_ONNX, device, threads)
         self._inputs = {i.name for i in self.session.get_inputs()}
-        tokenizer = runner.tokenizer
-        self.pad_id = runner.pad_id
+        self.pad_id = pad_id
         self.tokens = vocab_tokens(tokenizer)
         model = tokenizer.model
         self.prefix: str = getattr(model, "continuing_subword_prefix", None) or CONTINUATION_PREFIX

@@ -6,7 +6,7 @@ import unicodedata
 
 import numpy as np
 
-from electra.serving.runtime import Encoded
+from electra.serving.encoded import Encoded
 from electra.serving.schemas import ClassifyResult, DetectResult, Token
 
 

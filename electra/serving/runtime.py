@@ -5,76 +5,27 @@ Imports neither torch nor transformers: a serving image carries ONNX Runtime, to
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import numpy as np
 import tokenizers
 
-from electra.bundle import INPUT_NAMES, OUTPUT_NAME, Bundle, read_bundle
+from electra.bundle import INPUT_NAMES, Bundle, read_bundle
 from electra.errors import InputError
 from electra.files import MODEL_ONNX
 from electra.padding import PADDING_SIDE, pad_rows
+from electra.serving.encoded import Encoded, from_encoding
+from electra.serving.generator import GeneratorRunner
+from electra.serving.session import open_session, run_session
 from electra.tokenizer import load_tokenizer, special_ids
-
-if TYPE_CHECKING:
-    from electra.serving.generator import GeneratorRunner
 
 log = logging.getLogger(__name__)
 
 # Kinds whose logits are per token (padded positions trimmed off); a classifier's are one vector per input.
 PER_TOKEN_KINDS = ("discriminator", "tagger")
-
-
-@dataclass(frozen=True, slots=True)
-class Encoded:
-    """One tokenized input: what the batcher needs (ids, type ids) and what post-processing needs."""
-
-    ids: np.ndarray  # int64, with [CLS]/[SEP]
-    type_ids: np.ndarray  # int64
-    offsets: list[tuple[int, int]]
-    special: list[int]  # 1 for [CLS]/[SEP]
-    word_ids: list[int | None]
-    truncated: bool
-
-    @property
-    def length(self) -> int:
-        return len(self.ids)
-
-
-def _encoded(enc: tokenizers.Encoding, truncated: bool) -> Encoded:
-    return Encoded(
-        ids=np.asarray(enc.ids, dtype=np.int64),
-        type_ids=np.asarray(enc.type_ids, dtype=np.int64),
-        offsets=enc.offsets,
-        special=enc.special_tokens_mask,
-        word_ids=enc.word_ids,
-        truncated=truncated,
-    )
-
-
-def preload_cuda_libraries(ort: Any) -> str:
-    """Load the CUDA and cuDNN libraries ONNX Runtime's CUDA provider needs from the nvidia-* pip packages
-    (the ones PyTorch installs) when they are not on the loader's path, with onnxruntime.preload_dlls
-    (1.21+); without it, a Python environment whose CUDA comes from pip, not from the system, serves on CPU.
-
-    Returns what preload_dlls printed (the libraries it could not load; "" when all loaded), which explains a
-    CUDA provider that then fails to start; it is kept off the console, where it would precede that error.
-    """
-    if not hasattr(ort, "preload_dlls"):
-        return ""
-    said = io.StringIO()
-    with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
-        try:
-            ort.preload_dlls()
-        except Exception as e:  # a best effort: the session's own start-up says whether CUDA works
-            print(f"preload_dlls failed: {e}")
-    return said.getvalue().strip()
 
 
 class TooLong(InputError):
@@ -118,9 +69,9 @@ class ModelRunner:
         self._inputs = [i.name for i in self.session.get_inputs()]
         self.generator: GeneratorRunner | None = None
         if self.bundle.generator is not None:
-            from electra.serving.generator import GeneratorRunner
-
-            self.generator = GeneratorRunner(self, self.bundle.generator, threads)
+            self.generator = GeneratorRunner(
+                name, self.path, self.bundle.generator, self.tokenizer, self.pad_id, device, threads
+            )
 
     # ------------------------------------------------------------------------------------------------------
     # Tokenization
@@ -149,7 +100,7 @@ class ModelRunner:
                     f"input {i} is longer than model {self.name!r} takes ({self.max_seq_len} tokens with "
                     "[CLS] and [SEP]); shorten it or send truncate=true"
                 )
-            out.append(_encoded(enc, truncated))
+            out.append(from_encoding(enc, truncated))
         return out
 
     def encode_whole(self, texts: list[str]) -> list[Encoded]:
@@ -157,7 +108,7 @@ class ModelRunner:
         encodings = (
             self.untruncated.encode_batch(texts) if len(texts) > 1 else [self.untruncated.encode(texts[0])]
         )
-        return [_encoded(enc, truncated=False) for enc in encodings]
+        return [from_encoding(enc, truncated=False) for enc in encodings]
 
     def _one(self, item: Any) -> tokenizers.Encoding:
         if isinstance(item, tuple):
@@ -212,55 +163,3 @@ class ModelRunner:
             "generator": None if self.generator is None else self.generator.describe(),
             "created": self.bundle.created,
         }
-
-
-def open_session(path: Path, device: str, threads: int) -> Any:
-    """An ONNX Runtime session on `path` for `device`, "cpu" or "cuda" (InputError when it cannot be had)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    if threads:
-        options.intra_op_num_threads = threads
-    options.log_severity_level = 3
-    # Idle ORT worker threads spin by default, taking the cores the event loop needs for HTTP and
-    # tokenization between batches; in a server they should sleep.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    preloaded = ""
-    if device == "cuda":
-        preloaded = preload_cuda_libraries(ort)
-        if "CUDAExecutionProvider" not in ort.get_available_providers():
-            raise InputError(
-                "--device cuda: this ONNX Runtime has no CUDA provider (install onnxruntime-gpu, "
-                f"available: {', '.join(ort.get_available_providers())})"
-            )
-        providers: list[Any] = ["CUDAExecutionProvider", "CPUExecutionProvider"]
-    else:
-        providers = ["CPUExecutionProvider"]
-    # ORT's own logger prints provider failures (a CUDA library missing, ...) to stderr in colour before
-    # raising; the error below says it in one line instead.
-    ort.set_default_logger_severity(4)
-    try:
-        session = ort.InferenceSession(str(path), options, providers=providers)
-    except Exception as e:  # ORT raises its own exception types for corrupt or unsupported graphs.
-        first = str(e).strip().splitlines()[0] if str(e).strip() else e.__class__.__name__
-        raise InputError(f"{path}: ONNX Runtime cannot load it ({first})") from None
-    if device == "cuda" and "CUDAExecutionProvider" not in session.get_providers():
-        why = f" ({preloaded.splitlines()[0]})" if preloaded else ""
-        raise InputError(
-            f"{path.parent}: ONNX Runtime fell back to CPU; the CUDA provider failed to start{why}"
-        )
-    return session
-
-
-def run_session(session: Any, feeds: dict[str, np.ndarray], device: str) -> np.ndarray:
-    """The session's float32 logits for `feeds`."""
-    if device == "cuda":
-        # IO binding: inputs copied once, the output allocated on the device and copied back once,
-        # instead of ORT staging every tensor through its default path.
-        binding = session.io_binding()
-        for name, value in feeds.items():
-            binding.bind_cpu_input(name, value)
-        binding.bind_output(OUTPUT_NAME, "cuda")
-        session.run_with_iobinding(binding)
-        return np.asarray(binding.copy_outputs_to_cpu()[0], dtype=np.float32)
-    return np.asarray(session.run([OUTPUT_NAME], feeds)[0], dtype=np.float32)

@@ -25,10 +25,11 @@ from electra.errors import InputError
 from electra.serving import statistics, timing
 from electra.serving.arrivals import arrived
 from electra.serving.batcher import Arrivals, Batcher
+from electra.serving.encoded import Encoded
 from electra.serving.generator import GeneratorRunner
 from electra.serving.metrics import ModelMetrics
 from electra.serving.postprocess import classify_result, detect_result
-from electra.serving.runtime import Encoded, ModelRunner
+from electra.serving.runtime import ModelRunner
 from electra.serving.schemas import ClassifyResult, DetectResult
 from electra.serving.settings import ServeSettings
 from electra.serving.suggest import Target, attach, flagged, plan

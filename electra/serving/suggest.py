@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from electra.serving.encoded import Encoded
 from electra.serving.generator import MaskedInput, masked_input
 from electra.serving.postprocess import units, with_marks
-from electra.serving.runtime import Encoded
 from electra.serving.schemas import DetectResult, Suggestion
 from electra.serving.windows import Document
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from electra.serving.encoded import Encoded
 from electra.serving.postprocess import sigmoid, with_marks
-from electra.serving.runtime import Encoded
 from electra.serving.schemas import Aggregation, TagEntity, TagResult
 from electra.serving.windows import TokenLogits
 

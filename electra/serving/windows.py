@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from electra.serving.runtime import Encoded
+from electra.serving.encoded import Encoded
 
 
 @dataclass(frozen=True, slots=True)
