@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
 def git_commit() -> str:
@@ -21,6 +22,24 @@ def git_commit() -> str:
         return out.stdout.strip() or "unknown"
     except OSError:
         return "unknown"
+
+
+def portable_path(path: str | os.PathLike[str], work: str | os.PathLike[str] | None = None) -> str:
+    """`path` as a result records it: the same on any machine, never this machine's absolute paths.
+
+    In the repository: relative to its root ("bench/naive_server.py"); under the shared data:
+    "<shared data>/glue/SST-2/dev.tsv"; under `work` (the run's own scratch directory):
+    "<work>/detector-fp32"; anywhere else (a model or run directory given on the command line): "<work>/"
+    and its last name.
+    """
+    p = Path(os.path.abspath(path))
+    for base, label in ((work, "<work>"), (SHARED_DATA, "<shared data>"), (ROOT, "")):
+        if base is not None and p.is_relative_to(os.path.abspath(base)):
+            rel = p.relative_to(os.path.abspath(base)).as_posix()
+            if not label:
+                return rel
+            return label if rel == "." else f"{label}/{rel}"
+    return f"<work>/{p.name}"
 
 
 def write_result(record: dict, out: Path | None, default_name: str) -> Path:

@@ -18,7 +18,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchlib import git_commit, write_result
+from benchlib import git_commit, portable_path, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -99,7 +99,7 @@ def main() -> int:
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "commit": git_commit(),
         "machine": platform.platform(),
-        "model": str(args.model),
+        "model": portable_path(args.model),
         "recipe": summary["recipe"],
         "seeds": seeds,
         "max_train_examples": args.max_train_examples,

@@ -26,7 +26,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchlib import cpu_name, git_commit, int_list, usable_cores, write_result
+from benchlib import cpu_name, git_commit, int_list, portable_path, usable_cores, write_result
 from finetune_glue import SCORE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,12 +136,12 @@ def main() -> int:
         "cores": usable_cores(),
         "load_average_before": load_before,
         "load_average_after": os.getloadavg(),
-        "model": str(model_dir),
+        "model": portable_path(model_dir),
         "model_note": args.note,
         "model_weights_sha256": sha256(
             next(model_dir.glob("model.safetensors"), model_dir / "pytorch_model.bin")
         ),
-        "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "options": {k: portable_path(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "score": {t: SCORE[t] for t in tasks},
         "tasks": rows,
         "average_of_medians": averages,

@@ -22,7 +22,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchlib import git_commit
+from benchlib import git_commit, portable_path
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -104,13 +104,13 @@ def main() -> int:
             "python": platform.python_version(),
         },
         "corpus": {
-            "paths": args.corpus,
+            "paths": [portable_path(p) for p in args.corpus],
             "files": len(paths),
             "bytes_on_disk": stats.bytes_read,
             "chars": stats.chars,
             "lines": len(lines),
         },
-        "tokenizer": args.tokenizer,
+        "tokenizer": portable_path(args.tokenizer),
         "max_seq_len": args.max_seq_len,
         "workers": args.workers,
         "rounds": args.rounds,

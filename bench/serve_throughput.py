@@ -78,7 +78,7 @@ from typing import Any
 
 import httpx
 import numpy as np
-from benchlib import cpu_name, git_commit, int_list, usable_cores, write_result
+from benchlib import cpu_name, git_commit, int_list, portable_path, usable_cores, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -228,7 +228,7 @@ def load_source_texts(work: Path, wiki_files: int = 2) -> tuple[list[str], list[
             paragraphs += wikiextractor_paragraphs(f)
     parts = []
     if short:
-        parts.append(f"short: GLUE SST-2 dev sentences ({SST2_DEV})")
+        parts.append(f"short: GLUE SST-2 dev sentences ({portable_path(SST2_DEV)})")
     if paragraphs:
         parts.append(f"sentences and paragraphs: English Wikipedia ({', '.join(p.name for p in files)})")
     if not short or not paragraphs:
@@ -239,6 +239,14 @@ def load_source_texts(work: Path, wiki_files: int = 2) -> tuple[list[str], list[
         if not short:
             short = [s for p in demo for s in split_sentences(p) if 4 <= len(s.split()) < SENTENCE_WORDS[0]]
     return short, paragraphs, "; ".join(parts)
+
+
+def portable_arg(arg: str, work: Path) -> str:
+    """A server command's argument as the result records it: "python", and paths (NAME=PATH too) portable."""
+    if arg == sys.executable:
+        return "python"
+    head, eq, tail = arg.rpartition("=")
+    return (head + eq + portable_path(tail, work)) if os.path.isabs(tail) else arg
 
 
 def describe_texts(mix: list[tuple[str, str]], tokenizer: Any, max_seq_len: int) -> dict[str, Any]:
@@ -271,7 +279,7 @@ def describe_texts(mix: list[tuple[str, str]], tokenizer: Any, max_seq_len: int)
 
 def build_tokenizer(work: Path, paragraphs: list[str]) -> tuple[Any, str]:
     if BERT_VOCAB.is_file():
-        return load_tokenizer(BERT_VOCAB), f"BERT uncased WordPiece vocabulary ({BERT_VOCAB})"
+        return load_tokenizer(BERT_VOCAB), f"BERT uncased WordPiece vocabulary ({portable_path(BERT_VOCAB)})"
     from electra.training.data.tokenizer_train import train_tokenizer
 
     lines = paragraphs or demo_paragraphs(work)
@@ -1262,10 +1270,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     print_targets(targets)
     configs = {
         s.name: {
-            # The interpreter and the temporary directory say nothing about another machine's run.
-            "command": [
-                "python" if a == sys.executable else a.replace(str(work), "$WORK") for a in s.spec.command
-            ],
+            # The interpreter and this machine's paths say nothing about another machine's run.
+            "command": [portable_arg(a, work) for a in s.spec.command],
             "startup_s": s.startup_s,
         }
         for s in servers

@@ -37,7 +37,6 @@ import numpy as np
 from benchlib import cpu_name, git_commit, int_list, usable_cores, write_result
 from serve_throughput import (
     MAX_SEQ_LEN,
-    SHARED,
     BenchError,
     Server,
     ServerSpec,
@@ -193,8 +192,6 @@ def main() -> int:
             raise
         finally:
             server.stop()
-    # Relative to the repository: the result must not carry this machine's paths.
-    vocab, source = (x.replace(str(SHARED), "../shared/data") for x in (vocab, source))
     record = {
         "benchmark": "suggest_cost",
         "what": "/detect with suggest vs without, same texts, thresholds and flagged tokens",

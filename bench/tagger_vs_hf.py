@@ -57,7 +57,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchlib import cpu_name, git_commit, int_list, usable_cores, write_result
+from benchlib import cpu_name, git_commit, int_list, portable_path, usable_cores, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -545,7 +545,7 @@ def describe_checkpoint(model_dir: Path, note: str) -> dict[str, Any]:
     """The starting checkpoint: path, size, weights checksum and, for a pretrain run, how it was trained."""
     cfg = json.loads((model_dir / CONFIG_JSON).read_text())
     record: dict[str, Any] = {
-        "path": str(model_dir),
+        "path": portable_path(model_dir),
         "note": note,
         "size": {
             k: cfg.get(k)
@@ -564,13 +564,16 @@ def describe_checkpoint(model_dir: Path, note: str) -> dict[str, Any]:
         run = json.loads(run_config.read_text())
         keys = ("data", "size", "objective", "steps", "batch_size", "lr", "warmup_steps", "seed")
         record["pretrain"] = {k: run.get(k) for k in keys} | {"seq_len": run.get("run", {}).get("seq_len")}
+        data = record["pretrain"]["data"]
+        if isinstance(data, str) and os.path.isabs(data):  # the pretrain run's --data, as it was given
+            record["pretrain"]["data"] = portable_path(data)
     return record
 
 
 def settings(common: Common) -> dict[str, Any]:
     args = common.args
     return {
-        **{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        **{k: portable_path(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "lr": common.lr,
         "train_sentences": len(common.train),
         "eval_sentences": {split: len(d) for split, d in common.eval_data.items()},
