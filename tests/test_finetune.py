@@ -225,6 +225,15 @@ def test_custom_regression(word_model: Path, tmp_path: Path) -> None:
         torch.testing.assert_close(
             hf(input_ids=ids, attention_mask=mask).logits, ours(ids, mask), atol=1e-5, rtol=0
         )
+    # The hf recipe's head is transformers' own: the Auto class and the pipeline need no remote code.
+    auto = transformers.AutoModelForSequenceClassification.from_pretrained(out)
+    assert type(auto) is transformers.ElectraForSequenceClassification
+    pipe = transformers.pipeline("text-classification", model=str(out), function_to_apply="none")
+    texts = ["the movie was great .", "awful plot ."]
+    enc = pipe.tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        want = ours(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])[:, 0].tolist()
+    assert [r["score"] for r in pipe(texts)] == pytest.approx(want, abs=1e-5)
 
 
 BAD_CASES = [
