@@ -47,6 +47,8 @@ sys.path.insert(0, str(ROOT))
 
 import heldout_detection as heldout  # noqa: E402
 
+from electra.atomic import atomic_write_text  # noqa: E402
+
 SHARED = ROOT.parent / "shared" / "data"
 WIKI = SHARED / "corpus" / "enwiki-2015-wikiextractor" / "AA"
 VOCAB = SHARED / "models" / "bert-uncased-vocab" / "vocab.txt"
@@ -55,6 +57,7 @@ CONLL = SHARED / "ner" / "conll2003"
 
 ARMS = ("electra", "gdes", "mlm", "random")
 PRETRAINED = {"electra": ("electra", "tied"), "gdes": ("electra", "gdes"), "mlm": ("mlm", "tied")}
+RANDOM_POINT = {"arm": "random", "point": 0.0, "step": 0, "tokens": 0}
 # The figure each task contributes to the suite average (x100), as in the paper's tables.
 SCORE = {"sst2": "accuracy", "stsb": "pearson_spearman_avg", "mrpc": "f1_accuracy_avg", "conll2003": "f1"}
 
@@ -208,9 +211,26 @@ def pretrain_arm(setup: Setup, arm: str, steps: int) -> list[dict[str, Any]]:
             "load_average": [load, os.getloadavg()[0]],
             "validation": last_validation(run, trainer.progress.step),
         }
-        info.write_text(json.dumps(record, indent=2) + "\n")
+        atomic_write_text(info, json.dumps(record, indent=2) + "\n")
         records.append(record)
     return records
+
+
+def finished_points(setup: Setup, points: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """Every budget point this work directory holds, of this invocation's arms or of earlier ones: the
+    results file always reports all of them (an invocation for one arm must not drop the others)."""
+    found = {arm: list(recs) for arm, recs in points.items()}
+    for arm in PRETRAINED:
+        have = {rec["point"] for rec in found.get(arm, [])}
+        for info in sorted((setup.work / "arms" / arm).glob("point-*/point.json")):
+            rec = json.loads(info.read_text())
+            if rec["point"] not in have:
+                found.setdefault(arm, []).append(rec)
+        if arm in found:
+            found[arm].sort(key=lambda r: r["point"])
+    if "random" not in found and (setup.work / "arms" / "random" / "point-000" / "config.json").is_file():
+        found["random"] = [RANDOM_POINT]
+    return {arm: found[arm] for arm in ARMS if arm in found}
 
 
 def last_validation(run: Path, step: int) -> dict[str, Any] | None:
@@ -258,7 +278,10 @@ class Cache:
         self.rows: dict[str, dict[str, Any]] = {}
         if path.is_file():
             for line in path.read_text().splitlines():
-                row = json.loads(line)
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # the half-written last line of a killed run: that evaluation runs again
                 self.rows[row["key"]] = row
 
     def get(self, key: str) -> dict[str, Any] | None:
@@ -267,7 +290,8 @@ class Cache:
     def put(self, key: str, row: dict[str, Any]) -> dict[str, Any]:
         row = {"key": key, **row}
         with self.path.open("a") as f:
-            f.write(json.dumps(row) + "\n")
+            # A line of its own even after a killed run's partial one.
+            f.write("\n" + json.dumps(row) + "\n")
         self.rows[key] = row
         return row
 
@@ -517,14 +541,14 @@ def main() -> int:
     points: dict[str, list[dict[str, Any]]] = {}
     if "random" in arms:
         path = random_arm(setup)
-        points["random"] = [{"arm": "random", "point": 0.0, "step": 0, "tokens": 0}]
+        points["random"] = [RANDOM_POINT]
         evaluate_point(setup, cache, "random", 0.0, path)
     for arm in (a for a in arms if a != "random"):
         points[arm] = pretrain_arm(setup, arm, steps[arm])
         for rec in points[arm]:
             evaluate_point(setup, cache, arm, rec["point"], point_dir(setup, arm, rec["point"]))
-        write(setup, cache, steps, points, name, started)
-    path = write(setup, cache, steps, points, name, started)
+        write(setup, cache, steps, finished_points(setup, points), name, started)
+    path = write(setup, cache, steps, finished_points(setup, points), name, started)
     print(f"wrote {path}")
     print(markdown_table(json.loads(path.read_text())))
     return 0
