@@ -181,9 +181,12 @@ class FinetuneTrainer:
         return {"epochs": per_epoch, "final": per_epoch[-1], "newly_initialized": self.newly_initialized}
 
     def keep_if_best(self, seed: int, final: dict[str, Any]) -> None:
-        """Keep this seed's model if its main dev metric beats the best so far (a tie or nan does not)."""
+        """Keep this seed's model if its main dev metric beats the best so far: a tie or nan does not, and any
+        number beats a nan (a first seed without the metric, or diverged, must not block every later one)."""
         value = final.get(self.task.dev_splits[0], {}).get(self.task.main_metric, float("nan"))
-        if self.best is None or (not math.isnan(value) and value > self.best[0]):
+        if self.best is None or (
+            not math.isnan(value) and (math.isnan(self.best[0]) or value > self.best[0])
+        ):
             self.best = (value, seed, self.model.cpu())
 
     def run(self) -> dict[str, Any]:
