@@ -7,7 +7,10 @@ import json
 import os
 import platform
 import subprocess
+import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -64,6 +67,18 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "cpu"
+
+
+def run_facts(started: float) -> dict[str, Any]:
+    """What a result records about its run: the seconds since `started` (a time.perf_counter()), the
+    machine, the load average, the commit and the date (UTC)."""
+    return {
+        "seconds": time.perf_counter() - started,
+        "machine": {"cpu": cpu_name(), "python": platform.python_version()},
+        "load_average": list(os.getloadavg()),
+        "commit": git_commit(),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
 
 
 def usable_cores() -> int:

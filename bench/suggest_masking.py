@@ -21,19 +21,16 @@ with one word swapped, at two thresholds (the lower one flags more words, clause
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import random
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import heldout_detection as heldout
-from benchlib import cpu_name, git_commit, write_result
+from benchlib import run_facts, write_result
 from suggest_quality import LEVELS, STRATEGIES, measure
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,15 +167,7 @@ def main() -> int:
                     + f"; oracle top1 {x['oracle_top1']:.3f}",
                     flush=True,
                 )
-    record.update(
-        {
-            "seconds": time.perf_counter() - started,
-            "machine": {"cpu": cpu_name(), "python": platform.python_version()},
-            "load_average": list(os.getloadavg()),
-            "commit": git_commit(),
-            "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        }
-    )
+    record.update(run_facts(started))
     print(f"wrote {write_result(record, args.out, 'suggest_masking')}")
     return 0
 

@@ -28,18 +28,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import tempfile
 import time
 from collections import defaultdict
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import heldout_detection as heldout
 import numpy as np
-from benchlib import cpu_name, git_commit, write_result
+from benchlib import run_facts, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -316,15 +314,7 @@ def main() -> int:
             t = time.perf_counter()
             record[name] = measure(bundle, kept, args.threshold)
             print(f"{name}: measured in {time.perf_counter() - t:.0f} s", flush=True)
-    record.update(
-        {
-            "seconds": time.perf_counter() - started,
-            "machine": {"cpu": cpu_name(), "python": platform.python_version()},
-            "load_average": list(os.getloadavg()),
-            "commit": git_commit(),
-            "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        }
-    )
+    record.update(run_facts(started))
     path = write_result(record, args.out, "suggest_quality")
     for name in ("trained", "random"):
         r = record[name]

@@ -297,16 +297,23 @@ def test_a_batch_waits_at_most_max_wait() -> None:
     assert runner.batches == [[0]]
 
 
+async def busy_batcher(runner: StubRunner, registry: CollectorRegistry) -> tuple[Batcher, asyncio.Task]:
+    """A started Batcher of 4 rows a batch and 4 queued inputs at most, and the task of its first request
+    (input 0), which the gated `runner` has taken: the model is busy until the test opens the gate."""
+    b = Batcher(runner, metrics(registry), 8192, 4, 0.0, 4)
+    b.start()
+    first = asyncio.create_task(b.submit(encs(5, start=0)))
+    assert await asyncio.to_thread(runner.entered.wait, GATE_TIMEOUT_S)  # taken, busy in the model
+    return b, first
+
+
 def test_a_full_queue_rejects_requests_whole_while_the_model_is_busy() -> None:
     gate = threading.Event()
     runner = StubRunner(gate=gate)
     registry = CollectorRegistry()
 
     async def scenario() -> None:
-        b = Batcher(runner, metrics(registry), 8192, 4, 0.0, 4)
-        b.start()
-        first = asyncio.create_task(b.submit(encs(5, start=0)))
-        assert await asyncio.to_thread(runner.entered.wait, GATE_TIMEOUT_S)  # taken, busy in the model
+        b, first = await busy_batcher(runner, registry)
         waiting = [asyncio.create_task(b.submit(encs(5, start=i))) for i in (1, 2, 3)]
         await asyncio.sleep(0)
         assert b.waiting == 3
@@ -406,10 +413,7 @@ def test_a_departed_clients_inputs_leave_the_queue_at_once() -> None:
     registry = CollectorRegistry()
 
     async def scenario() -> None:
-        b = Batcher(runner, metrics(registry), 8192, 4, 0.0, 4)
-        b.start()
-        first = asyncio.create_task(b.submit(encs(5, start=0)))
-        assert await asyncio.to_thread(runner.entered.wait, GATE_TIMEOUT_S)  # taken, busy in the model
+        b, first = await busy_batcher(runner, registry)
         gone = asyncio.create_task(b.submit(encs(5, 5, 5, start=1)))
         await asyncio.sleep(0)
         assert b.waiting == 3 and sample(registry, "electra_queue_size") == 3

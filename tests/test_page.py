@@ -59,21 +59,30 @@ def http(
         return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
 
 
+def page_server(
+    tmp_path_factory: pytest.TempPathFactory, label: str, args: list[str], name: str = "electra serve"
+) -> Iterator[ServerProcess]:
+    """`electra serve ARGS` on a free port of 127.0.0.1, logging under a temporary directory named after
+    `label`: yields it once ready (the test fails if it never is) and stops it afterwards. For a module's
+    server fixture to `yield from`."""
+    port = free_port()
+    log = tmp_path_factory.mktemp(label) / "server.log"
+    cmd = serve_command(*args, "--host", "127.0.0.1", "--port", str(port))
+    with start_server(cmd, url=f"http://127.0.0.1:{port}", log=log, cwd=ROOT) as srv:
+        try:
+            srv.wait_ready(READY_TIMEOUT_S, name=name)
+        except ServerNotReady as e:
+            pytest.fail(str(e))
+        yield srv
+
+
 @pytest.fixture(scope="module")
 def server(
     serving_bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
-    port = free_port()
-    log = tmp_path_factory.mktemp("page-server") / "server.log"
-    cmd = serve_command("--model", f"detector={serving_bundles['detector']}")
-    cmd += ["--model", f"tagger={serving_bundles['tagger']}"]
-    cmd += ["--host", "127.0.0.1", "--port", str(port)]
-    with start_server(cmd, url=f"http://127.0.0.1:{port}", log=log, cwd=ROOT) as srv:
-        try:
-            srv.wait_ready(READY_TIMEOUT_S, name="electra serve")
-        except ServerNotReady as e:
-            pytest.fail(str(e))
-        yield srv
+    args = ["--model", f"detector={serving_bundles['detector']}"]
+    args += ["--model", f"tagger={serving_bundles['tagger']}"]
+    yield from page_server(tmp_path_factory, "page-server", args)
 
 
 # The server's --example: markup, quotes and a script end tag must reach the box as text.
@@ -84,16 +93,12 @@ EXAMPLE = "The chef cooked the river. </script><b>not bold</b> \"quoted\" & 'sin
 def example_server(
     serving_bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
-    port = free_port()
-    log = tmp_path_factory.mktemp("page-example-server") / "server.log"
-    cmd = serve_command("--model", f"detector={serving_bundles['detector']}", "--example", EXAMPLE)
-    cmd += ["--host", "127.0.0.1", "--port", str(port)]
-    with start_server(cmd, url=f"http://127.0.0.1:{port}", log=log, cwd=ROOT) as srv:
-        try:
-            srv.wait_ready(READY_TIMEOUT_S, name="electra serve --example")
-        except ServerNotReady as e:
-            pytest.fail(str(e))
-        yield srv
+    yield from page_server(
+        tmp_path_factory,
+        "page-example-server",
+        ["--model", f"detector={serving_bundles['detector']}", "--example", EXAMPLE],
+        name="electra serve --example",
+    )
 
 
 def detect(server: ServerProcess, text: str, **options: object) -> dict:

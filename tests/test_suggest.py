@@ -6,7 +6,6 @@ mocks."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from electra.tokenizer import load_tokenizer
 from tests import test_hub
 from tests.conftest import build_suggest_pair
 from tests.test_hub import COMMIT_B, GOOGLE_CONFIG, add_snapshot, google_layout
+from tests.test_serving import wait_ready
 
 # The offline Hugging Face cache test_hub builds by hand, as a fixture here too.
 hf_cache = test_hub.hf_cache
@@ -37,13 +37,6 @@ TEXTS = [
     "New York and Paris are cities; London is a city too.",
     "She loved the movie, he hated the book.",
 ]
-
-
-def wait_ready(client: TestClient, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while client.get("/health/ready").status_code != 200:
-        assert time.monotonic() < deadline, "server never became ready"
-        time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from electra.serving.process import ServerNotReady, ServerProcess, free_port, serve_command, start_server
-from tests.test_page import READY_TIMEOUT_S, ROOT, http, page_url, run_chromium
+from electra.serving.process import ServerProcess
+from tests.test_page import http, page_server, page_url, run_chromium
 
 TEXT = "The cat sat on the mat, walking quickly.\n  She loved the movie!"
 SUGGEST = 5  # what the page asks for (index.html's SUGGEST)
@@ -22,18 +22,11 @@ SUGGEST = 5  # what the page asks for (index.html's SUGGEST)
 def server(
     suggest_bundle: Path, serving_bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
-    port = free_port()
-    log = tmp_path_factory.mktemp("suggest-page-server") / "server.log"
-    cmd = serve_command(
-        "--model", f"pair={suggest_bundle}", "--model", f"plain={serving_bundles['detector']}"
+    yield from page_server(
+        tmp_path_factory,
+        "suggest-page-server",
+        ["--model", f"pair={suggest_bundle}", "--model", f"plain={serving_bundles['detector']}"],
     )
-    cmd += ["--host", "127.0.0.1", "--port", str(port)]
-    with start_server(cmd, url=f"http://127.0.0.1:{port}", log=log, cwd=ROOT) as srv:
-        try:
-            srv.wait_ready(READY_TIMEOUT_S, name="electra serve")
-        except ServerNotReady as e:
-            pytest.fail(str(e))
-        yield srv
 
 
 class SuggestDom(HTMLParser):
