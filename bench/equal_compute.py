@@ -199,6 +199,11 @@ def pretrain_arm(setup: Setup, arm: str, steps: int) -> list[dict[str, Any]]:
         begun_at = trainer.progress.step
         trainer.fit()
         seconds = time.perf_counter() - started
+        if trainer.progress.step != stop:
+            # Stopped early by a signal (SIGTERM/SIGINT save a checkpoint and return): the model is not the
+            # budget point's. Stop here; the next invocation resumes from that checkpoint.
+            step = trainer.progress.step
+            raise SystemExit(f"{arm}: stopped at step {step} before {stop}; run again to resume")
         export_hf(trainer.model, trainer.tokenizer, out)
         record = {
             "arm": arm,
@@ -237,6 +242,17 @@ def last_validation(run: Path, step: int) -> dict[str, Any] | None:
     lines = (run / "metrics.jsonl").read_text().splitlines()
     val = [r for r in map(json.loads, lines) if r["split"] == "val" and r["step"] <= step]
     return val[-1] if val else None
+
+
+def first_collapse(run: Path, step: int) -> int | None:
+    """The first step at or before `step` whose training or validation record says `collapsed` (the
+    trainer's watch, README "When pre-training collapses"), None if the run had not collapsed by then.
+    Validation alone can miss it: it runs every eighth of the budget, the training log every 50 steps."""
+    metrics = run / "metrics.jsonl"
+    if not metrics.is_file():
+        return None
+    hits = [r["step"] for r in map(json.loads, metrics.read_text().splitlines()) if r.get("collapsed")]
+    return next((s for s in hits if s <= step), None)
 
 
 def random_arm(setup: Setup) -> Path:
@@ -399,6 +415,7 @@ def summarize(
             row = {**rec, "tasks": tasks}
             if arm != "random":
                 row["flops"] = float(flops[arm][rec["step"] - 1])
+                row["collapsed_at_step"] = first_collapse(setup.work / "arms" / arm / "run", rec["step"])
             if len(tasks) == len(setup.tasks):
                 row["suite_average"] = statistics.mean(t["median"] for t in tasks.values())
             det = cache.get(f"detection/{arm}/{point}")
@@ -434,13 +451,50 @@ def markdown_table(result: dict[str, Any]) -> str:
             cells.append(f"{r['suite_average']:.1f}" if "suite_average" in r else "")
             val = r.get("validation") or {}
             auc = val.get("disc_auc")
+            collapsed = r.get("collapsed_at_step")
+            if collapsed is None and val.get("collapsed"):
+                collapsed = val.get("step")
             cells.append(
-                "" if auc is None else f"{auc:.2f}" + (" (collapsed)" if val.get("collapsed") else "")
+                "" if auc is None else f"{auc:.2f}" + (f" (collapsed at {collapsed})" if collapsed else "")
             )
             det = r.get("heldout_detection", {})
             cells += [f"{det['swap_auc']:.3f}" if det else "", f"{det['generator_auc']:.3f}" if det else ""]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def floor_crossing(points: list[tuple[float, float]], floor: float) -> dict[str, Any]:
+    """Where a straight line through (log10 FLOPs, suite average) meets the random-init floor: a rough
+    extrapolation of when an arm would start to beat no pre-training, from the budget points of one run.
+
+    Least squares over the points; `flops` is None when the line does not rise (no crossing ahead), and the
+    current point when the arm is already above the floor at its last point.
+    """
+    x = np.log10([f for f, _ in points])
+    y = np.asarray([a for _, a in points])
+    slope, intercept = np.polyfit(x, y, 1) if len(points) > 1 else (0.0, float(y[0]))
+    if y[-1] > floor:
+        return {"slope_per_decade": float(slope), "flops": float(points[-1][0]), "above_floor": True}
+    if slope <= 0:
+        return {"slope_per_decade": float(slope), "flops": None, "above_floor": False}
+    return {
+        "slope_per_decade": float(slope),
+        "flops": float(10 ** ((floor - intercept) / slope)),
+        "above_floor": False,
+    }
+
+
+def floor_crossings(arms: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """floor_crossing for every pre-trained arm with a suite average at two or more budget points."""
+    floor = [r["suite_average"] for r in arms.get("random", []) if "suite_average" in r]
+    out: dict[str, Any] = {}
+    if not floor:
+        return out
+    for arm, rows in arms.items():
+        pts = [(r["flops"], r["suite_average"]) for r in rows if "flops" in r and "suite_average" in r]
+        if arm != "random" and len(pts) >= 2:
+            out[arm] = {"floor": floor[0], "points": len(pts), **floor_crossing(pts, floor[0])}
+    return out
 
 
 def plot(result: dict[str, Any], path: Path) -> Path:
@@ -594,6 +648,7 @@ def write(
         "wall_seconds_this_invocation": time.perf_counter() - started,
         "arms": summarize(setup, cache, steps, points),
     }
+    result["floor_crossing"] = floor_crossings(result["arms"])
     path = write_result(result, None, name)
     plot(result, path.with_suffix(".png"))
     return path

@@ -104,7 +104,8 @@ def test_markdown_table_rows() -> None:
                     "step": 1200,
                     "flops": 4.55e13,
                     "tasks": {},
-                    "validation": {"disc_auc": 0.55, "collapsed": True},
+                    "validation": {"disc_auc": 0.55, "collapsed": False},
+                    "collapsed_at_step": 400,
                 },
             ],
         },
@@ -113,4 +114,42 @@ def test_markdown_table_rows() -> None:
     assert lines[0].startswith("| arm | budget | steps | FLOPs | sst2 | conll2003 | average |")
     assert lines[2] == "| random | - | 0 | 0 | 71.4 (70.8-72.0) | 47.2 (46.8-47.5) | 59.3 |  |  |  |"
     assert lines[3] == "| gdes | 25% | 600 | 2.28e+13 | 68.1 (67.2-68.9) |  |  | 0.89 | 0.844 | 0.904 |"
-    assert lines[4] == "| gdes | 50% | 1200 | 4.55e+13 |  |  |  | 0.55 (collapsed) |  |  |"
+    assert lines[4] == "| gdes | 50% | 1200 | 4.55e+13 |  |  |  | 0.55 (collapsed at 400) |  |  |"
+
+
+def test_a_collapse_is_found_in_the_training_log_before_the_point(tmp_path: Path) -> None:
+    records = [
+        {"split": "train", "step": 50, "collapsed": False},
+        {"split": "val", "step": 300, "collapsed": False},
+        {"split": "train", "step": 400, "collapsed": True},
+        {"split": "train", "step": 450, "collapsed": True},
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert ec.first_collapse(tmp_path, 300) is None
+    assert ec.first_collapse(tmp_path, 600) == 400
+    assert ec.first_collapse(tmp_path / "missing", 600) is None
+
+
+def test_floor_crossing_extrapolates_in_log_flops() -> None:
+    # 50 at 1e13, 53 at 1e14: 3 points a decade, so 59 (the floor) at 1e16.
+    got = ec.floor_crossing([(1e13, 50.0), (1e14, 53.0)], floor=59.0)
+    assert got["above_floor"] is False
+    assert abs(got["slope_per_decade"] - 3.0) < 1e-9
+    assert abs(got["flops"] / 1e16 - 1.0) < 1e-9
+    # Least squares over three points, not the last two.
+    three = ec.floor_crossing([(1e13, 50.0), (1e14, 54.0), (1e15, 56.0)], floor=59.0)
+    assert abs(three["slope_per_decade"] - 3.0) < 1e-9
+    # Falling or flat: no crossing ahead; already above: the last point.
+    assert ec.floor_crossing([(1e13, 55.0), (1e14, 54.0)], floor=59.0)["flops"] is None
+    above = ec.floor_crossing([(1e13, 58.0), (1e14, 60.0)], floor=59.0)
+    assert above["above_floor"] is True and above["flops"] == 1e14
+
+
+def test_floor_crossings_per_arm() -> None:
+    arms = {
+        "random": [{"point": 0.0, "suite_average": 59.0}],
+        "gdes": [{"flops": 1e13, "suite_average": 50.0}, {"flops": 1e14, "suite_average": 53.0}],
+        "mlm": [{"flops": 1e13, "suite_average": 50.0}],  # one point: no line
+    }
+    got = ec.floor_crossings(arms)
+    assert set(got) == {"gdes"} and got["gdes"]["floor"] == 59.0 and got["gdes"]["points"] == 2
