@@ -7,6 +7,8 @@ them (generator included, so the masked-LM arm gets proportionally more steps, a
 
 * `electra`: replaced-token detection, generator and discriminator sharing one embedding block (tied);
 * `gdes`: the same with gradient-disentangled embedding sharing (DeBERTaV3);
+* `none`: the same with no embedding sharing (`--embedding-sharing none`): the discriminator's tables learn
+  from its own loss only, which reaches a row only when its token is in the batch;
 * `mlm`: the BERT-style masked-LM baseline;
 * `random`: no pre-training at all, the floor.
 
@@ -55,8 +57,20 @@ VOCAB = SHARED / "models" / "bert-uncased-vocab" / "vocab.txt"
 GLUE = SHARED / "glue"
 CONLL = SHARED / "ner" / "conll2003"
 
-ARMS = ("electra", "gdes", "mlm", "random")
-PRETRAINED = {"electra": ("electra", "tied"), "gdes": ("electra", "gdes"), "mlm": ("mlm", "tied")}
+ARMS = ("electra", "gdes", "none", "mlm", "random")
+PRETRAINED = {
+    "electra": ("electra", "tied"),
+    "gdes": ("electra", "gdes"),
+    "none": ("electra", "none"),
+    "mlm": ("mlm", "tied"),
+}
+ELECTRA_ARMS = tuple(arm for arm, (objective, _) in PRETRAINED.items() if objective == "electra")
+LABELS = {
+    "electra": "ELECTRA (tied)",
+    "gdes": "ELECTRA (GDES)",
+    "none": "ELECTRA (no sharing)",
+    "mlm": "masked LM",
+}
 RANDOM_POINT = {"arm": "random", "point": 0.0, "step": 0, "tokens": 0}
 # The figure each task contributes to the suite average (x100), as in the paper's tables.
 SCORE = {"sst2": "accuracy", "stsb": "pearson_spearman_avg", "mrpc": "f1_accuracy_avg", "conll2003": "f1"}
@@ -128,7 +142,7 @@ def arm_steps(setup: Setup) -> dict[str, int]:
     """Steps per pre-trained arm for the electra arm's FLOPs: the mlm arm runs until it has spent as much."""
     budget = flops_by_step(setup, "electra", setup.steps)[-1]
     mlm = flops_by_step(setup, "mlm", 4 * setup.steps)
-    return {"electra": setup.steps, "gdes": setup.steps, "mlm": int(np.searchsorted(mlm, budget) + 1)}
+    return {**dict.fromkeys(ELECTRA_ARMS, setup.steps), "mlm": int(np.searchsorted(mlm, budget) + 1)}
 
 
 # ------------------------------------------------------------------------------------------- pre-training
@@ -364,7 +378,7 @@ def evaluate_point(setup: Setup, cache: Cache, arm: str, point: float, path: Pat
                     f"{arm} @{point:.0%} {task} seed {seed}: {row['score']:.1f} ({row['seconds']:.0f} s)",
                     flush=True,
                 )
-    if arm in ("electra", "gdes"):
+    if arm in ELECTRA_ARMS:
         key = f"detection/{arm}/{point}"
         if cache.get(key) is None:
             row = cache.put(key, {"arm": arm, "point": point, **detection(setup, path)})
@@ -504,7 +518,7 @@ def plot(result: dict[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    styles = {"electra": "o-", "gdes": "s-", "mlm": "^-"}
+    styles = {"electra": "o-", "gdes": "s-", "none": "D-", "mlm": "^-"}
     for arm, rows in result["arms"].items():
         pts = [(r["flops"], r["suite_average"]) for r in rows if "suite_average" in r and "flops" in r]
         if arm == "random":
@@ -515,7 +529,7 @@ def plot(result: dict[str, Any], path: Path) -> Path:
             ax.plot(
                 *zip(*pts, strict=True),
                 styles[arm],
-                label={"electra": "ELECTRA (tied)", "gdes": "ELECTRA (GDES)", "mlm": "masked LM"}[arm],
+                label=LABELS[arm],
             )
     # Budget points are fractions of one budget: show them against zero.
     ax.set_xlim(
