@@ -359,25 +359,29 @@ def finetune_score(setup: Setup, model: Path, task: str, seed: int) -> dict[str,
     }
 
 
-def evaluate_point(setup: Setup, cache: Cache, arm: str, point: float, path: Path) -> None:
+def finetune_each(
+    setup: Setup, cache: Cache, prefix: str, model: Path, fields: dict[str, Any], label: str
+) -> None:
+    """Fine-tune `model` for every task and seed the cache has no row for yet (keys `prefix/task/seed`)."""
     for task in setup.tasks:
         for seed in setup.seeds:
-            key = f"finetune/{arm}/{point}/{task}/{seed}"
+            key = f"{prefix}/{task}/{seed}"
             if cache.get(key) is None:
                 row = cache.put(
-                    key,
-                    {
-                        "arm": arm,
-                        "point": point,
-                        "task": task,
-                        "seed": seed,
-                        **finetune_score(setup, encoder_dir(path), task, seed),
-                    },
+                    key, {**fields, "task": task, "seed": seed, **finetune_score(setup, model, task, seed)}
                 )
-                print(
-                    f"{arm} @{point:.0%} {task} seed {seed}: {row['score']:.1f} ({row['seconds']:.0f} s)",
-                    flush=True,
-                )
+                print(f"{label} {task} seed {seed}: {row['score']:.1f} ({row['seconds']:.0f} s)", flush=True)
+
+
+def evaluate_point(setup: Setup, cache: Cache, arm: str, point: float, path: Path) -> None:
+    finetune_each(
+        setup,
+        cache,
+        f"finetune/{arm}/{point}",
+        encoder_dir(path),
+        {"arm": arm, "point": point},
+        f"{arm} @{point:.0%}",
+    )
     if arm in ELECTRA_ARMS:
         key = f"detection/{arm}/{point}"
         if cache.get(key) is None:

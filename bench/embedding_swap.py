@@ -1,0 +1,307 @@
+"""Which part of a pre-trained encoder makes it fine-tune worse than a random one: embeddings or layers?
+
+Runs on the work directory of `bench/equal_compute.py` (its arms, budget points, fine-tuning recipe and
+evaluation cache). For each pre-trained point asked for (--models, default every arm's last point), two
+hybrids with the random arm's encoder (same shape, same seed, same tokenizer):
+
+* `layers`: the pre-trained Transformer layers under the random encoder's embedding block (word,
+  position and token-type tables, their LayerNorm, the projection when there is one);
+* `embeddings`: the pre-trained embedding block under the random encoder's layers;
+
+fine-tuned exactly as the arms themselves (same tasks, seeds, example cap and epochs; the whole pre-trained
+encoder's and the random one's scores are read from equal_compute's cache, so they are the same runs).
+
+It also measures the geometry of each word table: the mean cosine between random pairs of rows, for tokens
+the pre-training data has often (the 2,000 most frequent), rarely (1 to 10 times in the training split) and
+never. A random table has every mean near 0. A softmax output layer tied to the input table pulls the rows
+of words it never or rarely sees as targets towards one common direction (representation degeneration, Gao
+et al., ICLR 2019), so those rows, which a fine-tuning set meets in its rarer words, stop telling words
+apart.
+
+    python bench/equal_compute.py --work runs/equal-compute        # first: the arms and their scores
+    python bench/embedding_swap.py --work runs/equal-compute       # then: the README's swap table
+
+Writes bench/results/embedding_swap_cpu.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from benchlib import int_list, run_facts, write_result
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import equal_compute as ec  # noqa: E402
+
+from electra.atomic import make_temp_dir  # noqa: E402
+
+PARTS = ("layers", "embeddings")
+EMBEDDING_PREFIX = "electra.embeddings"  # also matches electra.embeddings_project
+WORD_TABLE = "electra.embeddings.word_embeddings.weight"
+
+
+def is_embedding(key: str) -> bool:
+    return key.startswith(EMBEDDING_PREFIX)
+
+
+def hybrid_state(pretrained: dict[str, Any], random: dict[str, Any], keep_pretrained: str) -> dict[str, Any]:
+    """The pre-trained state with one part replaced by the random encoder's.
+
+    `keep_pretrained` names the part that stays pre-trained ("layers" or "embeddings"); tensors outside the
+    encoder (the pre-training heads) are kept as they are, and fine-tuning discards them.
+    """
+    if keep_pretrained not in PARTS:
+        raise ValueError(f"keep_pretrained must be one of {PARTS}, not {keep_pretrained!r}")
+    out = {}
+    for key, tensor in pretrained.items():
+        take_random = key.startswith("electra.") and (is_embedding(key) == (keep_pretrained == "layers"))
+        if take_random:
+            if key not in random or random[key].shape != tensor.shape:
+                raise ValueError(f"{key}: the random encoder has no tensor of shape {tuple(tensor.shape)}")
+            out[key] = random[key]
+        else:
+            out[key] = tensor
+    return out
+
+
+def write_hybrid(pretrained: Path, random: Path, keep_pretrained: str, out: Path) -> Path:
+    """A Hugging Face directory: `pretrained`'s files with the hybrid weights; built aside, then renamed."""
+    from safetensors.torch import load_file, save_file
+
+    if (out / "config.json").is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = make_temp_dir(f".{out.name}.", out.parent)
+    try:
+        staged = tmp / "model"
+        shutil.copytree(pretrained, staged)
+        state = hybrid_state(
+            load_file(pretrained / "model.safetensors"),
+            load_file(random / "model.safetensors"),
+            keep_pretrained,
+        )
+        save_file(
+            {k: v.contiguous() for k, v in state.items()},
+            staged / "model.safetensors",
+            metadata={"format": "pt"},
+        )
+        staged.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def token_counts(data_dir: Path, vocab_size: int) -> np.ndarray:
+    """How often each token id occurs in the training split (real tokens only)."""
+    from electra.training.data.dataset import PretrainingData
+
+    data = PretrainingData.open(data_dir)
+    ids = np.asarray(data.train.input_ids)
+    lengths = np.asarray(data.train.lengths, dtype=np.int64)
+    valid = np.arange(ids.shape[1])[None, :] < lengths[:, None]
+    return np.bincount(ids[valid].ravel(), minlength=vocab_size)[:vocab_size]
+
+
+def frequency_buckets(counts: np.ndarray, frequent: int = 2000) -> dict[str, np.ndarray]:
+    """Token ids by how often the pre-training data has them: the most frequent, the rare (1-10), never."""
+    order = np.argsort(-counts, kind="stable")
+    return {
+        "frequent": order[:frequent],
+        "rare": np.flatnonzero((counts >= 1) & (counts <= 10)),
+        "never": np.flatnonzero(counts == 0),
+    }
+
+
+def mean_pair_cosine(table: np.ndarray, ids: np.ndarray, pairs: int = 20000, seed: int = 0) -> float | None:
+    """Mean cosine between random pairs of distinct rows among `ids` (None when there are under two)."""
+    if len(ids) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    a = rng.choice(ids, pairs)
+    b = rng.choice(ids, pairs)
+    keep = a != b
+    rows = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
+    return float((rows[a[keep]] * rows[b[keep]]).sum(axis=1).mean())
+
+
+def geometry(model: Path, buckets: dict[str, np.ndarray]) -> dict[str, float | None]:
+    from safetensors import safe_open
+
+    with safe_open(str(model / "model.safetensors"), "np") as f:
+        table = f.get_tensor(WORD_TABLE).astype(np.float64)
+    return {name: mean_pair_cosine(table, ids) for name, ids in buckets.items()}
+
+
+def parse_models(spec: str | None, work: Path) -> list[tuple[str, float]]:
+    """'gdes@1,mlm@0.5' -> [("gdes", 1.0), ("mlm", 0.5)]; by default every pre-trained arm's last point."""
+    if spec:
+        models = []
+        for item in spec.split(","):
+            arm, _, point = item.partition("@")
+            if arm not in ec.PRETRAINED or not point:
+                raise SystemExit(
+                    f"--models: {item!r} is not ARM@FRACTION with ARM one of {', '.join(ec.PRETRAINED)}"
+                )
+            try:
+                models.append((arm, float(point)))
+            except ValueError:
+                raise SystemExit(f"--models: {point!r} in {item!r} is not a fraction") from None
+        return models
+    found = []
+    for arm in ec.PRETRAINED:
+        points = sorted(
+            json.loads(p.read_text())["point"] for p in (work / "arms" / arm).glob("point-*/point.json")
+        )
+        if points:
+            found.append((arm, points[-1]))
+    return found
+
+
+def scores(cache: ec.Cache, key: str, tasks: tuple[str, ...], seeds: tuple[int, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for task in tasks:
+        values = [cache.get(f"{key}/{task}/{seed}") for seed in seeds]
+        if all(values):
+            got = [v["score"] for v in values if v]
+            out[task] = {"median": statistics.median(got), "min": min(got), "max": max(got), "seeds": got}
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", type=Path, required=True, help="the work directory of bench/equal_compute.py")
+    ap.add_argument("--models", default=None, help="ARM@FRACTION,... (default: every arm's last point)")
+    ap.add_argument("--tasks", default="sst2", help="a subset of the equal-compute run's tasks")
+    ap.add_argument("--seeds", type=int_list, default=[1, 2, 3])
+    ap.add_argument("--max-train-examples", type=int, default=3000)
+    ap.add_argument("--max-epochs", type=int, default=3)
+    ap.add_argument("--name", default="embedding_swap_cpu", help="results file name")
+    a = ap.parse_args()
+    started = time.perf_counter()
+    rand = a.work / "arms" / "random" / "point-000"
+    if not (rand / "config.json").is_file():
+        raise SystemExit(f"{a.work}: no random arm; run bench/equal_compute.py --work {a.work} first")
+    setup = ec.Setup(
+        work=a.work,
+        size="micro",
+        steps=0,
+        batch_size=0,
+        lr=None,
+        generator_lr_scale=0.0,
+        points=(),
+        tasks=tuple(a.tasks.split(",")),
+        seeds=tuple(a.seeds),
+        max_train_examples=a.max_train_examples,
+        max_epochs=a.max_epochs,
+        swaps=0,
+    )
+    models = parse_models(a.models, a.work)
+    if not models:
+        raise SystemExit(
+            f"{a.work}: no pre-trained point yet; run bench/equal_compute.py --work {a.work} first"
+        )
+    # The whole-encoder rows come from equal_compute's own cache: one evaluation of each, never two.
+    arms_cache = ec.Cache(a.work / "evaluations.jsonl")
+    cache = ec.Cache(a.work / "embedding_swap.jsonl")
+    from electra.config import ElectraConfig
+
+    vocab_size = ElectraConfig.from_json_file(rand / "config.json").vocab_size
+    buckets = frequency_buckets(token_counts(setup.data, vocab_size))
+    rows = [
+        {
+            "model": "random",
+            "part": "all",
+            "scores": scores(arms_cache, "finetune/random/0.0", setup.tasks, setup.seeds),
+            "word_table_cosine": geometry(rand, buckets),
+        }
+    ]
+    for arm, point in models:
+        encoder = ec.encoder_dir(ec.point_dir(setup, arm, point))
+        if not (encoder / "config.json").is_file():
+            raise SystemExit(f"{encoder}: no such pre-trained point")
+        label = f"{arm}@{point:g}"
+        rows.append(
+            {
+                "model": label,
+                "part": "all",
+                "scores": scores(arms_cache, f"finetune/{arm}/{point}", setup.tasks, setup.seeds),
+                "word_table_cosine": geometry(encoder, buckets),
+            }
+        )
+        for part in PARTS:
+            hybrid = write_hybrid(encoder, rand, part, a.work / "swaps" / label / f"pretrained-{part}")
+            ec.finetune_each(
+                setup,
+                cache,
+                f"swap/{arm}/{point}/{part}",
+                hybrid,
+                {"arm": arm, "point": point, "part": part},
+                f"{label} pre-trained {part} only,",
+            )
+            rows.append(
+                {
+                    "model": label,
+                    "part": part,
+                    "scores": scores(cache, f"swap/{arm}/{point}/{part}", setup.tasks, setup.seeds),
+                }
+            )
+    result = {
+        "benchmark": "embedding_swap",
+        "setup": {
+            "tasks": setup.tasks,
+            "seeds": setup.seeds,
+            "max_train_examples": setup.max_train_examples,
+            "max_epochs": setup.max_epochs,
+            "recipe": "official (the default)",
+            "buckets": {k: len(v) for k, v in buckets.items()},
+        },
+        "rows": rows,
+        **run_facts(started),
+    }
+    path = write_result(result, None, a.name)
+    print(f"wrote {path}")
+    print(markdown_table(result))
+    return 0
+
+
+def markdown_table(result: dict[str, Any]) -> str:
+    tasks = result["setup"]["tasks"]
+    what = {
+        "all": "whole encoder",
+        "layers": "its layers, random embeddings",
+        "embeddings": "its embeddings, random layers",
+    }
+    lines = [
+        "| encoder | pre-trained part | "
+        + " | ".join(tasks)
+        + " | word-table cosine: frequent / rare / never |",
+        "|---|---|" + "---|" * len(tasks) + "---|",
+    ]
+    for row in result["rows"]:
+        cells = []
+        for task in tasks:
+            s = row["scores"].get(task)
+            cells.append(f"{s['median']:.1f} ({s['min']:.1f}-{s['max']:.1f})" if s else "")
+        cos = row.get("word_table_cosine")
+        geo = (
+            " / ".join("-" if cos[b] is None else f"{cos[b]:.2f}" for b in ("frequent", "rare", "never"))
+            if cos
+            else ""
+        )
+        part = "none" if row["model"] == "random" else what[row["part"]]
+        lines.append(f"| {row['model']} | {part} | " + " | ".join(cells) + f" | {geo} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
