@@ -11,12 +11,13 @@ hybrids with the random arm's encoder (same shape, same seed, same tokenizer):
 fine-tuned exactly as the arms themselves (same tasks, seeds, example cap and epochs; the whole pre-trained
 encoder's and the random one's scores are read from equal_compute's cache, so they are the same runs).
 
-It also measures the geometry of each word table: the mean cosine between random pairs of rows, for tokens
-the pre-training data has often (the 2,000 most frequent), rarely (1 to 10 times in the training split) and
-never. A random table has every mean near 0. A softmax output layer tied to the input table pulls the rows
-of words it never or rarely sees as targets towards one common direction (representation degeneration, Gao
-et al., ICLR 2019), so those rows, which a fine-tuning set meets in its rarer words, stop telling words
-apart.
+It also measures each encoder's geometry. Its word table: the mean cosine between random pairs of rows, for
+tokens the pre-training data has often (the 2,000 most frequent), rarely (1 to 10 times in the training
+split) and never; a random table has every mean near 0. Rows that no loss tells apart drift together: under
+a softmax output layer tied to the input table, every word that is not the target is pushed the same way
+(representation degeneration, Gao et al., ICLR 2019); in an ELECTRA discriminator, a word the data never
+has reaches it only as a generator's sample, always labelled replaced. Its token states: the mean cosine
+between the last layer's states of two different tokens of one SST-2 dev sentence (256 sentences).
 
     python bench/equal_compute.py --work runs/equal-compute        # first: the arms and their scores
     python bench/embedding_swap.py --work runs/equal-compute       # then: the README's swap table
@@ -142,6 +143,37 @@ def geometry(model: Path, buckets: dict[str, np.ndarray]) -> dict[str, float | N
     return {name: mean_pair_cosine(table, ids) for name, ids in buckets.items()}
 
 
+def sst2_sentences(limit: int = 256) -> list[str]:
+    lines = (ec.GLUE / "SST-2" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    return [line.split("\t")[0] for line in lines[:limit]]
+
+
+def state_cosine(model: Path, sentences: list[str]) -> float:
+    """Mean cosine between the last layer's states of two different tokens of one sentence, over sentences.
+
+    A random encoder's token states differ (about 0.2); an encoder whose states all point one way (a
+    collapsed discriminator's reach 0.86) leaves a fine-tuning run little to tell tokens apart by.
+    """
+    import torch
+
+    from electra.hf_format import load_hf_dir
+    from electra.tokenizer import load_tokenizer
+
+    encoder = load_hf_dir(model).electra
+    tok = load_tokenizer(model)
+    means = []
+    with torch.no_grad():
+        for text in sentences:
+            ids = torch.tensor([tok.encode(text).ids])
+            states = torch.nn.functional.normalize(encoder(ids)[0], dim=-1)
+            n = states.shape[0]
+            if n < 2:
+                continue
+            sims = states @ states.T
+            means.append(float((sims.sum() - sims.diagonal().sum()) / (n * (n - 1))))
+    return float(np.mean(means))
+
+
 def parse_models(spec: str | None, work: Path) -> list[tuple[str, float]]:
     """'gdes@1,mlm@0.5' -> [("gdes", 1.0), ("mlm", 0.5)]; by default every pre-trained arm's last point."""
     if spec:
@@ -216,6 +248,7 @@ def main() -> int:
     from electra.config import ElectraConfig
 
     vocab_size = ElectraConfig.from_json_file(rand / "config.json").vocab_size
+    sentences = sst2_sentences()
     buckets = frequency_buckets(token_counts(setup.data, vocab_size))
     rows = [
         {
@@ -223,6 +256,7 @@ def main() -> int:
             "part": "all",
             "scores": scores(arms_cache, "finetune/random/0.0", setup.tasks, setup.seeds),
             "word_table_cosine": geometry(rand, buckets),
+            "state_cosine": state_cosine(rand, sentences),
         }
     ]
     for arm, point in models:
@@ -236,6 +270,7 @@ def main() -> int:
                 "part": "all",
                 "scores": scores(arms_cache, f"finetune/{arm}/{point}", setup.tasks, setup.seeds),
                 "word_table_cosine": geometry(encoder, buckets),
+                "state_cosine": state_cosine(encoder, sentences),
             }
         )
         for part in PARTS:
@@ -284,8 +319,8 @@ def markdown_table(result: dict[str, Any]) -> str:
     lines = [
         "| encoder | pre-trained part | "
         + " | ".join(tasks)
-        + " | word-table cosine: frequent / rare / never |",
-        "|---|---|" + "---|" * len(tasks) + "---|",
+        + " | word-table cosine: frequent / rare / never | token-state cosine |",
+        "|---|---|" + "---|" * len(tasks) + "---|---|",
     ]
     for row in result["rows"]:
         cells = []
@@ -299,7 +334,8 @@ def markdown_table(result: dict[str, Any]) -> str:
             else ""
         )
         part = "none" if row["model"] == "random" else what[row["part"]]
-        lines.append(f"| {row['model']} | {part} | " + " | ".join(cells) + f" | {geo} |")
+        state = f"{row['state_cosine']:.2f}" if "state_cosine" in row else ""
+        lines.append(f"| {row['model']} | {part} | " + " | ".join(cells) + f" | {geo} | {state} |")
     return "\n".join(lines)
 
 

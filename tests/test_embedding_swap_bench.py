@@ -109,10 +109,28 @@ def test_markdown_table_names_the_part_kept() -> None:
                 "part": "all",
                 "scores": {"sst2": {"median": 71.4, "min": 70.8, "max": 72.0}},
                 "word_table_cosine": {"frequent": 0.001, "rare": 0.002, "never": None},
+                "state_cosine": 0.234,
             },
             {"model": "mlm@1", "part": "layers", "scores": {}},
         ],
     }
     lines = es.markdown_table(result).splitlines()
-    assert lines[2] == "| random | none | 71.4 (70.8-72.0) | 0.00 / 0.00 / - |"
-    assert lines[3] == "| mlm@1 | its layers, random embeddings |  |  |"
+    assert lines[2] == "| random | none | 71.4 (70.8-72.0) | 0.00 / 0.00 / - | 0.23 |"
+    assert lines[3] == "| mlm@1 | its layers, random embeddings |  |  |  |"
+
+
+def test_state_cosine_is_one_when_every_token_state_points_one_way(tmp_path: Path) -> None:
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "film", "good", "bad", "plot", "is", "the"]
+    torch.manual_seed(0)
+    model = ElectraDiscriminator(tiny())
+    save_hf_dir(model, tmp_path / "random", extra_files={"vocab.txt": "\n".join(words).encode() + b"\n"})
+    last = model.electra.encoder.layer[-1].output.LayerNorm
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.fill_(1.0)  # every token's last state is the bias
+    save_hf_dir(model, tmp_path / "one-way", extra_files={"vocab.txt": "\n".join(words).encode() + b"\n"})
+    sentences = ["the film is good", "a bad plot", "the plot"]
+
+    spread = es.state_cosine(tmp_path / "random", sentences)
+    assert es.state_cosine(tmp_path / "one-way", sentences) == pytest.approx(1.0)
+    assert -1.0 < spread < 0.9
