@@ -153,3 +153,14 @@ def test_floor_crossings_per_arm() -> None:
     }
     got = ec.floor_crossings(arms)
     assert set(got) == {"gdes"} and got["gdes"]["floor"] == 59.0 and got["gdes"]["points"] == 2
+
+
+def test_the_readme_tables_are_the_results_files() -> None:
+    # The README quotes the committed results, not numbers typed in by hand: a rerun that changes them
+    # must change the README too.
+    import embedding_swap as es
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    results = ROOT / "bench" / "results"
+    assert ec.markdown_table(json.loads((results / "equal_compute_cpu.json").read_text())) in readme
+    assert es.markdown_table(json.loads((results / "embedding_swap_cpu.json").read_text())) in readme
