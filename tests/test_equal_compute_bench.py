@@ -164,3 +164,4 @@ def test_the_readme_tables_are_the_results_files() -> None:
     results = ROOT / "bench" / "results"
     assert ec.markdown_table(json.loads((results / "equal_compute_cpu.json").read_text())) in readme
     assert es.markdown_table(json.loads((results / "embedding_swap_cpu.json").read_text())) in readme
+    assert ec.markdown_table(json.loads((results / "equal_compute_cpu_2x.json").read_text())) in readme
