@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -199,16 +198,6 @@ def parse_models(spec: str | None, work: Path) -> list[tuple[str, float]]:
     return found
 
 
-def scores(cache: ec.Cache, key: str, tasks: tuple[str, ...], seeds: tuple[int, ...]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for task in tasks:
-        values = [cache.get(f"{key}/{task}/{seed}") for seed in seeds]
-        if all(values):
-            got = [v["score"] for v in values if v]
-            out[task] = {"median": statistics.median(got), "min": min(got), "max": max(got), "seeds": got}
-    return out
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, required=True, help="the work directory of bench/equal_compute.py")
@@ -254,7 +243,7 @@ def main() -> int:
         {
             "model": "random",
             "part": "all",
-            "scores": scores(arms_cache, "finetune/random/0.0", setup.tasks, setup.seeds),
+            "scores": ec.task_scores(arms_cache, "finetune/random/0.0", setup.tasks, setup.seeds),
             "word_table_cosine": geometry(rand, buckets),
             "state_cosine": state_cosine(rand, sentences),
         }
@@ -268,7 +257,7 @@ def main() -> int:
             {
                 "model": label,
                 "part": "all",
-                "scores": scores(arms_cache, f"finetune/{arm}/{point}", setup.tasks, setup.seeds),
+                "scores": ec.task_scores(arms_cache, f"finetune/{arm}/{point}", setup.tasks, setup.seeds),
                 "word_table_cosine": geometry(encoder, buckets),
                 "state_cosine": state_cosine(encoder, sentences),
             }
@@ -287,7 +276,7 @@ def main() -> int:
                 {
                     "model": label,
                     "part": part,
-                    "scores": scores(cache, f"swap/{arm}/{point}/{part}", setup.tasks, setup.seeds),
+                    "scores": ec.task_scores(cache, f"swap/{arm}/{point}/{part}", setup.tasks, setup.seeds),
                 }
             )
     result = {

@@ -407,6 +407,24 @@ def detection(setup: Setup, path: Path) -> dict[str, float]:
 # ----------------------------------------------------------------------------------------------- results
 
 
+def task_scores(
+    cache: Cache, prefix: str, tasks: tuple[str, ...], seeds: tuple[int, ...]
+) -> dict[str, dict[str, Any]]:
+    """Per task with any seed evaluated (keys `prefix/task/seed`): median, range, scores in seed order."""
+    out = {}
+    for task in tasks:
+        rows = (cache.get(f"{prefix}/{task}/{seed}") for seed in seeds)
+        scores = [row["score"] for row in rows if row is not None]
+        if scores:
+            out[task] = {
+                "median": statistics.median(scores),
+                "min": min(scores),
+                "max": max(scores),
+                "per_seed": scores,
+            }
+    return out
+
+
 def summarize(
     setup: Setup, cache: Cache, steps: dict[str, int], points: dict[str, list[dict[str, Any]]]
 ) -> dict[str, Any]:
@@ -416,20 +434,7 @@ def summarize(
         rows = []
         for rec in recs:
             point = rec["point"]
-            tasks = {}
-            for task in setup.tasks:
-                scores = [
-                    cache.rows[f"finetune/{arm}/{point}/{task}/{s}"]["score"]
-                    for s in setup.seeds
-                    if f"finetune/{arm}/{point}/{task}/{s}" in cache.rows
-                ]
-                if scores:
-                    tasks[task] = {
-                        "median": statistics.median(scores),
-                        "min": min(scores),
-                        "max": max(scores),
-                        "per_seed": scores,
-                    }
+            tasks = task_scores(cache, f"finetune/{arm}/{point}", setup.tasks, setup.seeds)
             row = {**rec, "tasks": tasks}
             if arm != "random":
                 row["flops"] = float(flops[arm][rec["step"] - 1])
