@@ -8,66 +8,16 @@ left of a request's time beyond the model is HTTP over loopback, the event loop,
 machine waking its threads and cores, which any server pays. The model is loaded through
 electra.serving.runtime.ModelRunner, so the session and its options are exactly the server's.
 
-    python bench/bare_server.py --bundle BUNDLE_DIR --port 8002
+    python -m bench.bare_server --bundle BUNDLE_DIR --port 8002
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
-from typing import Any
 
-import msgspec
-
+from bench.bare_app import make_app
 from electra.serving.runtime import ModelRunner
-
-READY = b'{"status":"ready"}'
-
-
-class Detect(msgspec.Struct):
-    text: str
-
-
-def make_app(runner: ModelRunner) -> Any:
-    decode = msgspec.json.Decoder(Detect).decode
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        body = b""
-        more = True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-        if scope["method"] == "GET":
-            await answer(send, 200, READY)
-            return
-        try:
-            text = decode(body).text
-        except msgspec.DecodeError as e:
-            await answer(send, 400, msgspec.json.encode({"detail": str(e)}))
-            return
-        encoded = runner.encode([text])
-        start = time.perf_counter()
-        logits = runner.infer(encoded)[0]
-        model_ms = 1e3 * (time.perf_counter() - start)
-        timing = f"model;dur={model_ms:.3f}".encode()
-        await answer(send, 200, msgspec.json.encode({"logits": logits.tolist()}), timing)
-
-    return app
-
-
-async def answer(send: Any, status: int, body: bytes, timing: bytes | None = None) -> None:
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if timing is not None:
-        headers.append((b"server-timing", timing))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 def main() -> None:

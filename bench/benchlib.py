@@ -1,4 +1,6 @@
-"""Shared by the benchmark scripts (run as `python bench/NAME.py`, so this directory is on sys.path)."""
+"""What the benchmarks (and the experiments) share: the header every results file opens with, where results
+go and how paths are recorded, random-weight models and bundles to measure, and the alternating rounds whose
+per-round ratios a benchmark reports the median of (so a machine whose speed drifts moves both sides)."""
 
 from __future__ import annotations
 
@@ -6,14 +8,19 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
-import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+RESULTS = ROOT / "bench" / "results"
+
+
+# ------------------------------------------------------------------------------------------------ results
 
 
 def git_commit() -> str:
@@ -25,6 +32,58 @@ def git_commit() -> str:
         return out.stdout.strip() or "unknown"
     except OSError:
         return "unknown"
+
+
+def cpu_name() -> str:
+    # platform.processor() is often just "x86_64" on Linux; the model name says which machine this was.
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def usable_cores() -> int:
+    # The affinity mask, not os.cpu_count(): a container or taskset may give us fewer cores than the host has.
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def result_header(name: str, device: str | None = None) -> dict[str, Any]:
+    """What every results file opens with: its name, the date (UTC), the commit, the machine (and the
+    accelerator it ran on, if any) and the load average when the header was made."""
+    machine = {
+        "cpu": cpu_name(),
+        "cores": usable_cores(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+    if device is not None:
+        machine["device"] = device
+    return {
+        "benchmark": name,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": git_commit(),
+        "machine": machine,
+        "load_average": list(os.getloadavg()),
+    }
+
+
+def write_result(record: dict, out: Path | None, default_name: str) -> Path:
+    """Write a results record as JSON to `out`, or bench/results/<default_name>.json; returns the path.
+
+    Written whole to a temporary file and renamed, so an interrupted run never leaves half a result.
+    """
+    path = out or RESULTS / f"{default_name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
 
 
 def portable_path(path: str | os.PathLike[str], work: str | os.PathLike[str] | None = None) -> str:
@@ -45,50 +104,6 @@ def portable_path(path: str | os.PathLike[str], work: str | os.PathLike[str] | N
     return f"<work>/{p.name}"
 
 
-def write_result(record: dict, out: Path | None, default_name: str) -> Path:
-    """Write a benchmark record as JSON to `out`, or bench/results/<default_name>.json; returns the path.
-
-    Written whole to a temporary file and renamed, so an interrupted run never leaves half a result.
-    """
-    path = out or ROOT / "bench" / "results" / f"{default_name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
-
-
-def cpu_name() -> str:
-    # platform.processor() is often just "x86_64" on Linux; the model name says which machine this was.
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu"
-
-
-def run_facts(started: float) -> dict[str, Any]:
-    """What a result records about its run: the seconds since `started` (a time.perf_counter()), the
-    machine, the load average, the commit and the date (UTC)."""
-    return {
-        "seconds": time.perf_counter() - started,
-        "machine": {"cpu": cpu_name(), "python": platform.python_version()},
-        "load_average": list(os.getloadavg()),
-        "commit": git_commit(),
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-
-
-def usable_cores() -> int:
-    # The affinity mask, not os.cpu_count(): a container or taskset may give us fewer cores than the host has.
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def int_list(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -97,3 +112,65 @@ def int_list(text: str) -> list[int]:
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return values
+
+
+# ------------------------------------------------------------------------------------- what is measured
+
+
+def random_models(
+    work: Path, models: dict[str, tuple[str, Any]], tokenizer: Any, seed: int = 0, jitter: float = 0.0
+) -> dict[str, Path]:
+    """Random-weight Hugging Face directories with the tokenizer: {name: (kind, ElectraConfig)}, built in
+    that order from one seeded generator (the same weights on every machine), saved under work/NAME-hf.
+    `jitter` moves every parameter off the init's zero biases and unit LayerNorms, so that parity numbers
+    compare every parameter."""
+    import torch
+
+    from electra.hf_format import save_hf_dir
+    from electra.model import build_model
+    from electra.tokenizer import save_tokenizer
+
+    torch.manual_seed(seed)
+    dirs = {}
+    for name, (kind, cfg) in models.items():
+        model = build_model(kind, cfg)
+        if jitter:
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(torch.randn_like(p) * jitter)
+        dirs[name] = save_hf_dir(model, work / f"{name}-hf")
+        save_tokenizer(tokenizer, dirs[name])
+    return dirs
+
+
+# -------------------------------------------------------------------------------------- rounds and ratios
+
+
+def round_order(names: Sequence[str], round_index: int) -> list[str]:
+    """The configurations' order in round `round_index`: rotated by one per round, so over len(names)
+    rounds each one runs in every position once (none always runs first, just after a rival, or last)."""
+    if not names:
+        return []
+    k = round_index % len(names)
+    return [*names[k:], *names[:k]]
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def median_or_none(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def summarize_ratio(values: Sequence[float | None]) -> dict[str, Any]:
+    """Per-round ratios (None where a side is missing) as a benchmark reports them: their median, range and
+    every round's value."""
+    present = [v for v in values if v is not None]
+    return {
+        "median": median_or_none(values),
+        "min": min(present) if present else None,
+        "max": max(present) if present else None,
+        "per_round": list(values),
+    }

@@ -19,9 +19,9 @@ a noisy stretch of time hits all variants alike; medians across rounds are quote
 own (p50 is the median over rounds of each round's median; p99 pools all calls of all rounds). Speed-ups vs
 pytorch_fp32 are paired: the ratio of p50s within each round, median over rounds.
 
-    python bench/inference.py                                   # CPU, every core, ~8 minutes on 2 cores
-    python bench/inference.py --device cuda --out bench/results/inference_cuda.json
-    python bench/inference.py --size tiny --batch-sizes 1 --seq-lens 16 --rounds 2 --block-seconds 0.1
+    python -m bench.inference                                   # CPU, every core, ~8 minutes on 2 cores
+    python -m bench.inference --device cuda --out bench/results/inference_cuda.json
+    python -m bench.inference --size tiny --batch-sizes 1 --seq-lens 16 --rounds 2 --block-seconds 0.1
 """
 
 from __future__ import annotations
@@ -38,27 +38,23 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from benchlib import cpu_name, git_commit, int_list, usable_cores, write_result
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from electra.bundle import INPUT_NAMES, read_bundle  # noqa: E402
-from electra.config import ElectraConfig  # noqa: E402
-from electra.files import MODEL_ONNX  # noqa: E402
-from electra.hf_format import load_hf_dir, save_hf_dir  # noqa: E402
-from electra.model import ElectraClassifier  # noqa: E402
-from electra.onnx.export import export_bundle  # noqa: E402
-from electra.onnx.fusion import FUSED_OPS  # noqa: E402
-from electra.onnx.torchscript import export_torchscript  # noqa: E402
-from electra.sizes import SIZES  # noqa: E402
-from electra.tokenizer import SPECIAL_TOKENS, load_tokenizer, save_tokenizer, special_ids  # noqa: E402
+from bench.benchlib import ROOT, int_list, random_models, result_header, usable_cores, write_result
+from electra.bundle import INPUT_NAMES, read_bundle
+from electra.config import ElectraConfig
+from electra.files import MODEL_ONNX
+from electra.hf_format import load_hf_dir
+from electra.model import ElectraClassifier
+from electra.onnx.export import export_bundle
+from electra.onnx.fusion import FUSED_OPS
+from electra.onnx.torchscript import export_torchscript
+from electra.sizes import SIZES
+from electra.tokenizer import SPECIAL_TOKENS, load_tokenizer, special_ids
 
 BERT_VOCAB = ROOT.parent / "shared" / "data" / "models" / "bert-uncased-vocab" / "vocab.txt"
 VOCAB = 30522
@@ -100,15 +96,7 @@ def build_model_dir(work: Path, size: str, max_seq: int) -> Path:
         raise BenchError(
             f"--seq-lens goes to {max_seq} but the model has {cfg.max_position_embeddings} positions"
         )
-    torch.manual_seed(0)
-    model = ElectraClassifier(cfg)
-    with torch.no_grad():
-        # Off the init's zero biases and unit LayerNorms, so the parity numbers compare every parameter.
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    model_dir = save_hf_dir(model, work / "model")
-    save_tokenizer(tokenizer, model_dir)
-    return model_dir
+    return random_models(work, {"model": ("classifier", cfg)}, tokenizer, jitter=0.05)["model"]
 
 
 def random_inputs(batch: int, seq: int, cls_id: int, sep_id: int, vocab: int, seed: int) -> dict[str, Any]:
@@ -643,10 +631,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print_tables(results, names)
     target = check_target(device.type, results)
     return {
-        "benchmark": "inference",
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "commit": git_commit(),
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name(),
+        **result_header("inference", torch.cuda.get_device_name(device) if device.type == "cuda" else None),
         "device_type": device.type,
         "threads": {
             "cores": usable_cores(),

@@ -11,7 +11,7 @@ under `torch.inference_mode`, with the tokenizer truncating to the same `--max-l
 so both servers do the same work per text. Request and response JSON follow notes/serving_api.md for the
 fields the benchmark uses (token-level detection only; "level" and "model" are accepted and ignored).
 
-    python bench/naive_server.py --detector MODEL_DIR --classifier MODEL_DIR --port 8001
+    python -m bench.naive_server --detector MODEL_DIR --classifier MODEL_DIR --port 8001
 
 MODEL_DIR is a Hugging Face directory (config.json + model.safetensors + tokenizer), e.g. one written by
 `electra.hf_format.save_hf_dir` + `electra.tokenizer.save_tokenizer`; never a hub name (nothing is

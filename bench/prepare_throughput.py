@@ -5,8 +5,8 @@ writing cost nothing: the corpus lines already in memory, tokenized by one `enco
 The prepare figure is the whole command, from compressed files on disk to a finished dataset directory.
 Both run alternately in one process, several rounds, and the ratio of medians is reported (target >= 0.8).
 
-    python bench/prepare_throughput.py                       # the shared Wikipedia corpus, 3 rounds
-    python bench/prepare_throughput.py --corpus FILE... --rounds 5
+    python -m bench.prepare_throughput                       # the shared Wikipedia corpus, 3 rounds
+    python -m bench.prepare_throughput --corpus FILE... --rounds 5
 """
 
 from __future__ import annotations
@@ -14,15 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-from benchlib import git_commit, portable_path
+from bench.benchlib import portable_path, result_header
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -95,14 +93,7 @@ def main() -> int:
 
     ratio = statistics.median(prep) / statistics.median(bare)
     result = {
-        "benchmark": "prepare_throughput",
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "commit": git_commit(),
-        "machine": {
-            "cpus": len(os.sched_getaffinity(0)),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-        },
+        **result_header("prepare_throughput"),
         "corpus": {
             "paths": [portable_path(p) for p in args.corpus],
             "files": len(paths),

@@ -6,33 +6,28 @@ position, replacements sampled with `torch.multinomial`, a plain eager loop with
 the step `electra pretrain` runs: gathered generator head, Gumbel sampling, fused AdamW on CUDA, optional
 torch.compile. Same sizes, batch, sequence length and precision; the two alternate, several rounds, one run.
 
-    python bench/pretrain_throughput.py                                  # CPU: tiny and small
-    python bench/pretrain_throughput.py --device cuda --sizes small,base --batch-size 128 --compile
+    python -m bench.pretrain_throughput                                  # CPU: tiny and small
+    python -m bench.pretrain_throughput --device cuda --sizes small,base --batch-size 128 --compile
 """
 
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
-from benchlib import git_commit, write_result
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from electra.config import ElectraConfig, generator_config  # noqa: E402
-from electra.training.device import autocast as autocast_for  # noqa: E402
-from electra.training.device import enable_tf32, resolve_precision  # noqa: E402
-from electra.training.optim import build_optimizer  # noqa: E402
-from electra.training.pretrain.flops import electra_step_flops, peak_flops  # noqa: E402
-from electra.training.pretrain.models import ElectraPretrainer  # noqa: E402
-from electra.training.pretrain.objective import ObjectiveConfig, SpecialTokens, max_predictions  # noqa: E402
+from bench.benchlib import ROOT, result_header, write_result
+from electra.config import ElectraConfig, generator_config
+from electra.training.device import autocast as autocast_for
+from electra.training.device import enable_tf32, resolve_precision
+from electra.training.optim import build_optimizer
+from electra.training.pretrain.diagnostics.flops import electra_step_flops, peak_flops
+from electra.training.pretrain.models import ElectraPretrainer
+from electra.training.pretrain.objective import ObjectiveConfig, SpecialTokens, max_predictions
 
 SPECIALS = SpecialTokens(pad=0, cls=101, sep=102, mask=103)
 VOCAB = 30522
@@ -201,12 +196,9 @@ def main() -> int:
             torch.cuda.empty_cache()
     out = args.out or ROOT / "bench" / "results" / f"pretrain_throughput_{device.type}.json"
     record = {
-        "benchmark": "pretrain_throughput",
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "commit": git_commit(),
-        "device": torch.cuda.get_device_name(device)
-        if device.type == "cuda"
-        else platform.processor() or "cpu",
+        **result_header(
+            "pretrain_throughput", torch.cuda.get_device_name(device) if device.type == "cuda" else None
+        ),
         "cpu_threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "precision": "bf16 autocast" if device.type == "cuda" else "fp32",

@@ -46,54 +46,66 @@ model), and ours minus bare, per round, is what electra's request path adds to i
 /health/live's p50 and the in-process batching ceiling (texts/s of session.run at batch 32 of similar lengths
 vs batch 1), against which the server's batched vs unbatched ratio can be read.
 
-    python bench/serve_throughput.py                # CPU: 4 configs x 2 endpoints x 2 levels x 5 rounds
-    python bench/serve_throughput.py --device cuda --out bench/results/serve_throughput_cuda.json
-    python bench/serve_throughput.py --quick        # smoke test, ~1 min; writes no JSON unless --out
+    python -m bench.serve_throughput                # CPU: 4 configs x 2 endpoints x 2 levels x 5 rounds
+    python -m bench.serve_throughput --device cuda --out bench/results/serve_throughput_cuda.json
+    python -m bench.serve_throughput --quick        # smoke test, ~1 min; writes no JSON unless --out
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import gzip
 import importlib.metadata
 import importlib.util
 import json
 import logging
 import os
 import platform
-import random
-import re
 import shutil
 import signal
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
-from benchlib import cpu_name, git_commit, int_list, portable_path, usable_cores, write_result
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.benchlib import (
+    int_list,
+    median_or_none,
+    portable_path,
+    random_models,
+    ratio,
+    result_header,
+    round_order,
+    summarize_ratio,
+    usable_cores,
+    write_result,
+)
+from bench.loadgen import (
+    MAX_SEQ_LEN,
+    MIX,
+    REQUEST_TIMEOUT_S,
+    BenchError,
+    RawHTTP,
+    Server,
+    ServerSpec,
+    build_tokenizer,
+    closed_loop,
+    load_source_texts,
+    raw_request,
+    summarize,
+    text_mix,
+)
+from electra.errors import InputError
+from electra.serving.timing import parse as parse_server_timing
 
-from electra.errors import InputError  # noqa: E402
-from electra.serving.process import ServerNotReady, ServerProcess, free_port, stop  # noqa: E402
-from electra.serving.timing import parse as parse_server_timing  # noqa: E402
-from electra.tokenizer import load_tokenizer, save_tokenizer  # noqa: E402
-
-SHARED = ROOT.parent / "shared" / "data"
-BERT_VOCAB = SHARED / "models" / "bert-uncased-vocab" / "vocab.txt"
-SST2_DEV = SHARED / "glue" / "SST-2" / "dev.tsv"
-WIKI_DIR = SHARED / "corpus" / "enwiki-2015-wikiextractor" / "AA"
 LABELS = {0: "negative", 1: "positive"}
-MAX_SEQ_LEN = 128
 DETECTOR, CLASSIFIER = "detector", "sentiment"
 ENDPOINTS = ("detect", "classify")
 
@@ -119,14 +131,7 @@ TARGETS = {
     "batched_vs_unbatched_rps_min": 1.3,
     "overhead_p50_ms_max": 0.5,
 }
-# Shares of the text mix: short sentences, single long sentences, paragraphs.
-MIX = {"short": 0.4, "sentence": 0.3, "paragraph": 0.3}
-PARAGRAPH_WORDS = (60, 100)
-SENTENCE_WORDS = (15, 45)
 MIX_SIZE = 2000
-READY_TIMEOUT_S = 600.0
-REQUEST_TIMEOUT_S = 120.0
-ERROR_SAMPLES = 3
 # The server's default --max-batch-size, for the in-process batching ceiling.
 BATCH_CEILING_SIZE = 32
 FLOOR_REQUESTS = 100
@@ -136,109 +141,9 @@ PROBED = ("ours_batched", "ours_granian", "bare")
 log = logging.getLogger("bench.serve_throughput")
 
 
-class BenchError(Exception):
-    """A setup problem the run cannot continue past; printed as one line."""
-
-
 # ----------------------------------------------------------------------------------------------------------
 # Texts
 # ----------------------------------------------------------------------------------------------------------
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
-
-
-def split_sentences(paragraph: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(paragraph) if s.strip()]
-
-
-def wikiextractor_paragraphs(lines: Iterator[str], min_words: int = 8) -> Iterator[str]:
-    """Body paragraphs of WikiExtractor output: no <doc> tags, and no titles or headings (short lines)."""
-    for line in lines:
-        line = line.strip()
-        if not line or line.startswith("<") or len(line.split()) < min_words:
-            continue
-        yield line
-
-
-def read_sst2(path: Path) -> list[str]:
-    rows = path.read_text(encoding="utf-8").splitlines()[1:]  # header: sentence<TAB>label
-    return [r.split("\t")[0].strip() for r in rows if r.split("\t")[0].strip()]
-
-
-def paragraph_prefix(sentences: Sequence[str], lo: int, hi: int) -> str | None:
-    """Whole sentences from the start until at least `lo` words, never past `hi`; None when none fits.
-
-    A paragraph of realistic length ends at a sentence boundary; only a single sentence longer than `hi`
-    words is cut mid-sentence (at `hi` words).
-    """
-    words: list[str] = []
-    for sentence in sentences:
-        more = sentence.split()
-        if len(words) + len(more) > hi:
-            if not words:
-                return " ".join(more[:hi])
-            break
-        words += more
-        if len(words) >= lo:
-            break
-    return " ".join(words) if len(words) >= lo else None
-
-
-def text_mix(short: Sequence[str], paragraphs: Sequence[str], n: int, seed: int = 0) -> list[tuple[str, str]]:
-    """`n` (kind, text) pairs in MIX proportions, shuffled: short texts, single sentences, paragraphs.
-
-    short: short texts as they are (SST-2 sentences); paragraphs: source paragraphs that the sentences
-    (SENTENCE_WORDS long) and paragraph prefixes (PARAGRAPH_WORDS long) are cut from.
-    """
-    rng = random.Random(seed)
-    sentences = [
-        s
-        for p in paragraphs
-        for s in split_sentences(p)
-        if SENTENCE_WORDS[0] <= len(s.split()) <= SENTENCE_WORDS[1]
-    ]
-    prefixes = [t for p in paragraphs if (t := paragraph_prefix(split_sentences(p), *PARAGRAPH_WORDS))]
-    pools = {"short": list(short), "sentence": sentences, "paragraph": prefixes}
-    empty = [k for k, pool in pools.items() if not pool]
-    if empty:
-        raise BenchError(f"no texts of kind {', '.join(empty)} in the source text; cannot build the mix")
-    counts = {k: round(n * share) for k, share in MIX.items()}
-    counts["short"] += n - sum(counts.values())
-    mix = [(kind, rng.choice(pools[kind])) for kind, count in counts.items() for _ in range(count)]
-    rng.shuffle(mix)
-    return mix
-
-
-def demo_paragraphs(work: Path, max_bytes: int = 3_000_000) -> list[str]:
-    """Paragraphs of the embedded demo corpus (Python docstrings), built into `work`."""
-    from electra.training.data.demo_corpus import build_demo_corpus
-
-    path = work / "demo_corpus.txt"
-    build_demo_corpus(path, max_bytes=max_bytes)
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def load_source_texts(work: Path, wiki_files: int = 2) -> tuple[list[str], list[str], str]:
-    """(short texts, paragraphs, description): SST-2 dev and Wikipedia when present, else the demo corpus."""
-    short: list[str] = read_sst2(SST2_DEV) if SST2_DEV.is_file() else []
-    paragraphs: list[str] = []
-    files = sorted(WIKI_DIR.glob("wiki_*.gz"))[:wiki_files] if WIKI_DIR.is_dir() else []
-    for path in files:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            paragraphs += wikiextractor_paragraphs(f)
-    parts = []
-    if short:
-        parts.append(f"short: GLUE SST-2 dev sentences ({portable_path(SST2_DEV)})")
-    if paragraphs:
-        parts.append(f"sentences and paragraphs: English Wikipedia ({', '.join(p.name for p in files)})")
-    if not short or not paragraphs:
-        demo = demo_paragraphs(work)
-        parts.append("demo corpus (Python docstrings) for what ../shared/data lacks")
-        if not paragraphs:
-            paragraphs = demo
-        if not short:
-            short = [s for p in demo for s in split_sentences(p) if 4 <= len(s.split()) < SENTENCE_WORDS[0]]
-    return short, paragraphs, "; ".join(parts)
 
 
 def portable_arg(arg: str, work: Path) -> str:
@@ -277,31 +182,14 @@ def describe_texts(mix: list[tuple[str, str]], tokenizer: Any, max_seq_len: int)
 # ----------------------------------------------------------------------------------------------------------
 
 
-def build_tokenizer(work: Path, paragraphs: list[str]) -> tuple[Any, str]:
-    if BERT_VOCAB.is_file():
-        return load_tokenizer(BERT_VOCAB), f"BERT uncased WordPiece vocabulary ({portable_path(BERT_VOCAB)})"
-    from electra.training.data.tokenizer_train import train_tokenizer
-
-    lines = paragraphs or demo_paragraphs(work)
-    return train_tokenizer(lines, vocab_size=30522), "WordPiece trained on the benchmark's source text"
-
-
 def build_model_dirs(work: Path, size: str, tokenizer: Any) -> tuple[dict[str, Path], dict[str, Any]]:
     """Random-weight discriminator and classifier HF directories (with the tokenizer) and their shape."""
-    import torch
-
     from electra.config import ElectraConfig
-    from electra.hf_format import save_hf_dir
-    from electra.model import build_model
+    from electra.hf_format import load_hf_dir
 
     cfg = ElectraConfig.from_size(size, vocab_size=tokenizer.get_vocab_size(), id2label=LABELS)
-    dirs, parameters = {}, {}
-    torch.manual_seed(0)
-    for name, kind in ((DETECTOR, "discriminator"), (CLASSIFIER, "classifier")):
-        model = build_model(kind, cfg)
-        parameters[name] = sum(p.numel() for p in model.parameters())
-        dirs[name] = save_hf_dir(model, work / f"{name}-hf")
-        save_tokenizer(tokenizer, dirs[name])
+    dirs = random_models(work, {DETECTOR: ("discriminator", cfg), CLASSIFIER: ("classifier", cfg)}, tokenizer)
+    parameters = {name: sum(p.numel() for p in load_hf_dir(d).parameters()) for name, d in dirs.items()}
     info = {
         "size": size,
         "weights": "random (HF-style init)",
@@ -479,14 +367,6 @@ async def http_floor(base_url: str, requests: int = FLOOR_REQUESTS) -> float:
 # ----------------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class ServerSpec:
-    name: str
-    command: list[str]  # without --port, which is chosen at start
-    ours: bool = True  # an `electra serve`: has /metrics with the model's own inference time
-    loaded: bool = True  # takes part in the load windows (bare is only probed)
-
-
 def server_specs(
     configs: Sequence[str],
     bundles: dict[str, dict[str, Path]],
@@ -502,10 +382,10 @@ def server_specs(
         cmd += ["--log-level", "warning", *extra]
         return cmd + (["--threads", str(threads)] if threads else [])
 
-    naive = [sys.executable, str(ROOT / "bench" / "naive_server.py"), "--detector", str(model_dirs[DETECTOR])]
+    naive = [sys.executable, "-m", "bench.naive_server", "--detector", str(model_dirs[DETECTOR])]
     naive += ["--classifier", str(model_dirs[CLASSIFIER]), "--host", "127.0.0.1", "--device", device]
     naive += ["--max-length", str(max_seq_len)] + (["--threads", str(threads)] if threads else [])
-    bare = [sys.executable, str(ROOT / "bench" / "bare_server.py"), "--bundle"]
+    bare = [sys.executable, "-m", "bench.bare_server", "--bundle"]
     bare += [str(bundles["fp32"][DETECTOR]), "--host", "127.0.0.1", "--device", device]
     bare += ["--threads", str(threads)] if threads else []
     commands = {
@@ -522,217 +402,9 @@ def server_specs(
     ]
 
 
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process so far, every thread of it (/proc/PID/stat; 0.0 elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
-
-
-_METRIC_LINE = re.compile(r'^electra_inference_seconds_(sum|count)\{model="([^"]+)"\} (\S+)$', re.MULTILINE)
-
-
-def inference_totals(metrics_text: str) -> dict[str, dict[str, float]]:
-    """{model: {"sum": seconds, "count": calls}} of electra_inference_seconds in a /metrics page."""
-    out: dict[str, dict[str, float]] = {}
-    for kind, model, value in _METRIC_LINE.findall(metrics_text):
-        out.setdefault(model, {})[kind] = float(value)
-    return out
-
-
-class Server:
-    """A server subprocess on a free port, in its own process group, so stopping it stops anything it started
-    too (electra.serving.process does the work)."""
-
-    def __init__(self, spec: ServerSpec, log_dir: Path) -> None:
-        self.spec = spec
-        self.name = spec.name
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_dir / f"{spec.name}.log"
-        self.proc: ServerProcess | None = None
-        self.startup_s: float | None = None
-
-    def start(self, timeout_s: float = READY_TIMEOUT_S) -> None:
-        t = time.perf_counter()
-        command = [*self.spec.command, "--port", str(self.port)]
-        self.proc = ServerProcess(command, url=self.url, log=self.log_path, cwd=ROOT, new_session=True)
-        try:
-            self.proc.wait_ready(timeout_s, name=self.spec.name)
-        except ServerNotReady as e:
-            raise BenchError(str(e)) from None
-        self.startup_s = time.perf_counter() - t
-
-    def counters(self) -> dict[str, float]:
-        """What a window's deltas are taken of: the process's CPU seconds and, for ours, the model's own
-        time (electra_inference_seconds, summed over the models) and calls."""
-        if self.proc is None:
-            return {}
-        out = {"cpu_s": process_cpu_s(self.proc.pid)}
-        if self.spec.ours:
-            with httpx.Client(timeout=30.0) as client:
-                totals = inference_totals(client.get(f"{self.url}/metrics").text)
-            out["inference_s"] = sum(t.get("sum", 0.0) for t in totals.values())
-            out["inference_calls"] = sum(t.get("count", 0.0) for t in totals.values())
-        return out
-
-    def check_alive(self) -> None:
-        if self.proc is not None and self.proc.poll() is not None:
-            raise BenchError(f"{self.name} died under load:\n{self.log_tail()}")
-
-    def log_tail(self) -> str:
-        return self.proc.log_tail() if self.proc is not None else "(no log)"
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            stop(self.proc, 15.0)
-
-
 # ----------------------------------------------------------------------------------------------------------
 # Load
 # ----------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class PointResult:
-    """What one closed-loop run recorded inside its measurement window."""
-
-    window_s: float
-    latencies_s: list[float] = field(default_factory=list)  # successful requests only
-    errors: int = 0
-    error_samples: list[str] = field(default_factory=list)
-    completed: int = 0  # every answered request, warm-up and past the window included
-
-
-def summarize(point: PointResult) -> dict[str, Any]:
-    """RPS (successful requests per second of the window), latency percentiles in ms, errors.
-
-    Percentiles are numpy's default (linear interpolation between the closest ranks); None when nothing
-    succeeded.
-    """
-    lat = np.asarray(point.latencies_s, dtype=np.float64) * 1e3
-    ok = len(lat)
-
-    def pct(q: float) -> float | None:
-        return float(np.percentile(lat, q)) if ok else None
-
-    return {
-        "requests": ok,
-        "errors": point.errors,
-        "error_rate": point.errors / (ok + point.errors) if ok + point.errors else 0.0,
-        "window_s": point.window_s,
-        "rps": ok / point.window_s if point.window_s > 0 else 0.0,
-        "p50_ms": pct(50),
-        "p95_ms": pct(95),
-        "p99_ms": pct(99),
-        "mean_ms": float(lat.mean()) if ok else None,
-        "max_ms": float(lat.max()) if ok else None,
-        "error_samples": point.error_samples,
-    }
-
-
-class RawHTTP:
-    """A minimal HTTP/1.1 keep-alive client on one connection: request bytes out, status and body in.
-
-    The load generator shares the server's cores; httpx spends around a millisecond of CPU per request,
-    which at concurrency 32-64 on 2 cores starves the server of requests (its queue stays nearly empty) and
-    measures the client. This costs a few tens of microseconds per request instead.
-    """
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-        self.head = b""  # the last response's status line and headers
-
-    async def post(self, request: bytes) -> tuple[int, bytes]:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        assert self.reader is not None
-        try:
-            self.writer.write(request)
-            head = self.head = await self.reader.readuntil(b"\r\n\r\n")
-            status = int(head[9:12])
-            length = 0
-            for line in head.split(b"\r\n")[1:]:
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            body = await self.reader.readexactly(length) if length else b""
-        except (OSError, asyncio.IncompleteReadError, ValueError):
-            self.close()
-            raise
-        return status, body
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        self.reader = self.writer = None
-
-
-def raw_request(host: str, port: int, path: str, body: bytes) -> bytes:
-    return (
-        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n"
-    ).encode() + body
-
-
-async def closed_loop(
-    base_url: str,
-    path: str,
-    bodies: Sequence[bytes],
-    concurrency: int,
-    warmup_s: float,
-    seconds: float,
-) -> PointResult:
-    """`concurrency` users, each on its own keep-alive connection, sending its next body as soon as the
-    previous one answered.
-
-    Requests completing within [warm-up end, warm-up end + seconds] are recorded; users stop after the
-    first request that completes past the window. User i starts at its own offset in `bodies` so the users
-    do not send the same text in lockstep.
-    """
-    url = httpx.URL(base_url)
-    host, port = url.host, url.port or 80
-    requests = [raw_request(host, port, path, body) for body in bodies]
-    start = time.perf_counter()
-    window_start, window_end = start + warmup_s, start + warmup_s + seconds
-    result = PointResult(window_s=seconds)
-
-    async def user(index: int) -> None:
-        conn = RawHTTP(host, port)
-        i = index * len(requests) // concurrency
-        try:
-            while True:
-                request = requests[i % len(requests)]
-                i += 1
-                t0 = time.perf_counter()
-                error = None
-                try:
-                    status, body = await asyncio.wait_for(conn.post(request), REQUEST_TIMEOUT_S)
-                    if status != 200:
-                        error = f"HTTP {status}: {body[:200].decode(errors='replace')}"
-                except (OSError, asyncio.IncompleteReadError, ValueError, TimeoutError) as e:
-                    conn.close()
-                    error = f"{type(e).__name__}: {e}"
-                t1 = time.perf_counter()
-                result.completed += 1
-                if window_start <= t1 <= window_end:
-                    if error is None:
-                        result.latencies_s.append(t1 - t0)
-                    else:
-                        result.errors += 1
-                        if len(result.error_samples) < ERROR_SAMPLES:
-                            result.error_samples.append(error)
-                if t1 >= window_end:
-                    return
-        finally:
-            conn.close()
-
-    await asyncio.gather(*(user(u) for u in range(concurrency)))
-    return result
 
 
 def check_responses(base_url: str, texts: Sequence[str]) -> None:
@@ -803,15 +475,6 @@ def classify_problems(body: Any, n: int, labels: set[str]) -> list[str]:
 # ----------------------------------------------------------------------------------------------------------
 # Rounds: every configuration for a short window per round, order rotated, servers up throughout
 # ----------------------------------------------------------------------------------------------------------
-
-
-def round_order(names: Sequence[str], round_index: int) -> list[str]:
-    """The configurations' order in round `round_index`: rotated by one per round, so over len(names)
-    rounds each one runs in every position once (none always runs first, just after a rival, or last)."""
-    if not names:
-        return []
-    k = round_index % len(names)
-    return [*names[k:], *names[:k]]
 
 
 async def run_rounds(
@@ -914,15 +577,6 @@ def find(
     )
 
 
-def ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
-
-
-def median_or_none(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
-
-
 def per_round_ratios(
     rounds: Sequence[dict[str, Any]], a: str, b: str, metric: str, endpoint: str, concurrency: int
 ) -> list[float | None]:
@@ -933,16 +587,6 @@ def per_round_ratios(
         rb = find(record["windows"], b, endpoint, concurrency) or {}
         out.append(ratio(ra.get(metric), rb.get(metric)))
     return out
-
-
-def summarize_ratio(values: Sequence[float | None]) -> dict[str, Any]:
-    present = [v for v in values if v is not None]
-    return {
-        "median": median_or_none(values),
-        "min": min(present) if present else None,
-        "max": max(present) if present else None,
-        "per_round": list(values),
-    }
 
 
 def compute_ratios(rounds: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -1178,46 +822,74 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    import onnxruntime as ort
-    import torch
+@dataclass
+class Setup:
+    """What the servers serve: the texts, the models and their bundles, and what the record says of them."""
 
+    texts: list[str]
+    text_info: dict[str, Any]
+    model_info: dict[str, Any]
+    tokenizer_source: str
+    model_dirs: dict[str, Path]
+    bundles: dict[str, dict[str, Path]]
+    bundle_info: dict[str, Any]
+    seconds: float
+
+
+def set_up(args: argparse.Namespace, work: Path) -> Setup:
+    """The text mix, the random-weight models and their bundles."""
     started = time.perf_counter()
-    load_start = os.getloadavg()
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise BenchError("--device cuda, but torch sees no CUDA device")
-
     short, paragraphs, source = load_source_texts(work)
     tokenizer, tokenizer_source = build_tokenizer(work, paragraphs)
     mix = text_mix(short, paragraphs, MIX_SIZE, seed=0)
-    texts = [t for _, t in mix]
     text_info = {"source": source, **describe_texts(mix, tokenizer, args.max_seq_len)}
     print(
-        f"texts: {len(texts)} ({text_info['mix']}), tokens p50 {text_info['tokens']['p50']:.0f}, "
+        f"texts: {len(mix)} ({text_info['mix']}), tokens p50 {text_info['tokens']['p50']:.0f}, "
         f"max {text_info['tokens']['max']}, {100 * text_info['truncated_fraction']:.1f}% truncated",
         flush=True,
     )
     model_dirs, model_info = build_model_dirs(work, args.size, tokenizer)
     precisions = ["fp32", "int8"] if "ours_int8" in args.configs else ["fp32"]
     bundles, bundle_info = export_bundles(work, model_dirs, precisions, args.max_seq_len)
-    setup_s = time.perf_counter() - started
-
-    # The detector as the servers run it, in this process, for the batching ceiling, before any server starts.
-    model = InProcessModel(bundles["fp32"][DETECTOR], args.device, args.threads)
-    probe_texts = texts[: args.probe_texts]
-    ceiling = batching_ceiling(
-        model, texts[: max(BATCH_CEILING_SIZE * 4, args.probe_texts)], BATCH_CEILING_SIZE
+    return Setup(
+        [t for _, t in mix],
+        text_info,
+        model_info,
+        tokenizer_source,
+        model_dirs,
+        bundles,
+        bundle_info,
+        time.perf_counter() - started,
     )
+
+
+def in_process_ceiling(args: argparse.Namespace, setup: Setup) -> dict[str, Any]:
+    """The detector as the servers run it, in this process, before any server starts: what batching can
+    gain at most."""
+    model = InProcessModel(setup.bundles["fp32"][DETECTOR], args.device, args.threads)
+    sample = setup.texts[: max(BATCH_CEILING_SIZE * 4, args.probe_texts)]
+    ceiling = batching_ceiling(model, sample, BATCH_CEILING_SIZE)
     print(
         f"in-process batching ceiling: batch {ceiling['batch_size']} of similar lengths gives "
         f"{ceiling['gain_median']:.2f}x the texts/s of batch 1",
         flush=True,
     )
+    return ceiling
 
+
+def serve_and_measure(
+    args: argparse.Namespace, setup: Setup, work: Path
+) -> tuple[list[Server], list[dict[str, Any]]]:
+    """Every configuration's server up, checked, then the rounds (load windows and the overhead probe);
+    the servers stopped whatever happens."""
+    texts = setup.texts
     bodies = {endpoint: [request_body(endpoint, t) for t in texts] for endpoint in ENDPOINTS}
-    specs = server_specs(args.configs, bundles, model_dirs, args.device, args.threads, args.max_seq_len)
+    specs = server_specs(
+        args.configs, setup.bundles, setup.model_dirs, args.device, args.threads, args.max_seq_len
+    )
     servers = [Server(spec, work) for spec in specs]
     points = [(endpoint, c) for endpoint in args.endpoints for c in args.concurrency]
+    probe_texts = texts[: args.probe_texts]
     try:
         for server in servers:  # all up before the first round, kept up to the last
             server.start()
@@ -1249,18 +921,92 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 say=lambda line: print(line, flush=True),
             )
         )
-        for record in rounds:
-            for name, p in record.get("overhead", {}).items():
-                print(
-                    f"round {record['round'] + 1} overhead probe {name:<13}: latency p50 "
-                    f"{p['server_p50_ms']:.2f} ms, model p50 {p['model_p50_ms']:.2f} ms, "
-                    f"overhead p50 {p['overhead_p50_ms']:.2f} ms (floor {p['overhead_floor_p50_ms']:.2f} ms)",
-                    flush=True,
-                )
     finally:
         for server in servers:
             server.stop()
+    for record in rounds:
+        for name, p in record.get("overhead", {}).items():
+            print(
+                f"round {record['round'] + 1} overhead probe {name:<13}: latency p50 "
+                f"{p['server_p50_ms']:.2f} ms, model p50 {p['model_p50_ms']:.2f} ms, "
+                f"overhead p50 {p['overhead_p50_ms']:.2f} ms (floor {p['overhead_floor_p50_ms']:.2f} ms)",
+                flush=True,
+            )
+    return servers, rounds
 
+
+def versions() -> dict[str, str]:
+    import onnxruntime as ort
+    import torch
+    import transformers
+
+    out = {
+        "python": platform.python_version(),
+        "onnxruntime": ort.__version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "litestar": importlib.metadata.version("litestar"),
+        "uvicorn": importlib.metadata.version("uvicorn"),
+        "httpx": httpx.__version__,
+        "numpy": np.__version__,
+    }
+    if importlib.util.find_spec("granian"):
+        out["granian"] = importlib.metadata.version("granian")
+    return out
+
+
+def method(args: argparse.Namespace) -> dict[str, Any]:
+    """How the figures were taken, as the record says it."""
+    return {
+        "rounds": args.rounds,
+        "design": (
+            "all servers up for the whole run; each round runs every (endpoint, concurrency) point "
+            "for every configuration, one window each, in an order rotated by one per round; then the "
+            "overhead probe. Ratios are taken within each round and their median reported (with min, "
+            "max and every round's value), so a change in the machine's speed during the run moves "
+            "both sides of a ratio"
+        ),
+        "window": {"warmup_seconds": args.warmup_seconds, "seconds": args.seconds},
+        "load": "closed loop: each virtual user sends its next request when the previous one answers",
+        "client": "asyncio, a minimal HTTP/1.1 client, one keep-alive connection per user, same machine",
+        "body": 'one text per request: {"text": ...}, on /detect with "truncate": true (request_body)',
+        "recorded": "requests completing inside the window; rps = successful ones / window",
+        "percentiles": "numpy.percentile (linear) of successful requests' latencies",
+        "cpu_ms_per_request": "server process CPU (user+system, all threads, /proc) over the window "
+        "incl. warm-up / requests completed in it",
+        "model_ms_per_call": "electra_inference_seconds (the server's own ONNX Runtime time) per call",
+        "overhead": (
+            "per round, for ours_batched, ours_granian and bare, on /detect: probe_texts texts one at a "
+            "time, 3 times each; each time the end-to-end latency (this client, loopback, keep-alive) "
+            "minus the model's time for that request, from the server's Server-Timing header (model;dur: "
+            "the ONNX Runtime call it was in, timed by the server around the call). overhead_p50_ms = "
+            "median over texts of each text's median difference; overhead_floor_p50_ms = the same with "
+            "each text's minimum; reported: their medians over rounds. bare (bench/bare_server.py: "
+            "uvicorn, a bare ASGI app, tokenize + the same session on the event loop + JSON logits) is "
+            "the floor any Python server pays here; beyond_bare_p50_ms = median over rounds of (ours - "
+            "bare) in the round. c1_window_mean_minus_model_ms: a second estimate, the c=1 windows' mean "
+            "latency minus the server's own mean inference time (its /metrics). health_live_p50_ms: GET "
+            "/health/live one at a time"
+        ),
+        "probe_texts": args.probe_texts,
+        "concurrency": args.concurrency,
+        "endpoints": args.endpoints,
+        "configs": args.configs,
+        "quick": args.quick,
+    }
+
+
+def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Set-up, the in-process ceiling, the servers and their rounds, then the report."""
+    import torch
+
+    started = time.perf_counter()
+    load_start = os.getloadavg()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise BenchError("--device cuda, but torch sees no CUDA device")
+    setup = set_up(args, work)
+    ceiling = in_process_ceiling(args, setup)
+    servers, rounds = serve_and_measure(args, setup, work)
     rows = aggregate(rounds)
     ratios = compute_ratios(rounds)
     overhead = overhead_summary(rounds)
@@ -1276,74 +1022,20 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         }
         for s in servers
     }
-
-    device_name = torch.cuda.get_device_name() if args.device == "cuda" else cpu_name()
-    import transformers
-
-    versions = {
-        "python": platform.python_version(),
-        "onnxruntime": ort.__version__,
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "litestar": importlib.metadata.version("litestar"),
-        "uvicorn": importlib.metadata.version("uvicorn"),
-        "httpx": httpx.__version__,
-        "numpy": np.__version__,
-    }
-    if importlib.util.find_spec("granian"):
-        versions["granian"] = importlib.metadata.version("granian")
+    device_name = torch.cuda.get_device_name() if args.device == "cuda" else None
     return {
-        "benchmark": "serve_throughput",
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "commit": git_commit(),
-        "device": device_name,
+        **result_header("serve_throughput", device_name),
         "device_type": args.device,
         "threads": {
             "cores": usable_cores(),
             "server_threads": args.threads or "each server's default",
             "torch_default_num_threads": torch.get_num_threads(),
         },
-        "versions": versions,
-        "model": {**model_info, "tokenizer": tokenizer_source, "max_seq_len": args.max_seq_len},
-        "bundles": bundle_info,
-        "texts": text_info,
-        "method": {
-            "rounds": args.rounds,
-            "design": (
-                "all servers up for the whole run; each round runs every (endpoint, concurrency) point "
-                "for every configuration, one window each, in an order rotated by one per round; then the "
-                "overhead probe. Ratios are taken within each round and their median reported (with min, "
-                "max and every round's value), so a change in the machine's speed during the run moves "
-                "both sides of a ratio"
-            ),
-            "window": {"warmup_seconds": args.warmup_seconds, "seconds": args.seconds},
-            "load": "closed loop: each virtual user sends its next request when the previous one answers",
-            "client": "asyncio, a minimal HTTP/1.1 client, one keep-alive connection per user, same machine",
-            "body": 'one text per request: {"text": ...}, on /detect with "truncate": true (request_body)',
-            "recorded": "requests completing inside the window; rps = successful ones / window",
-            "percentiles": "numpy.percentile (linear) of successful requests' latencies",
-            "cpu_ms_per_request": "server process CPU (user+system, all threads, /proc) over the window "
-            "incl. warm-up / requests completed in it",
-            "model_ms_per_call": "electra_inference_seconds (the server's own ONNX Runtime time) per call",
-            "overhead": (
-                "per round, for ours_batched, ours_granian and bare, on /detect: probe_texts texts one at a "
-                "time, 3 times each; each time the end-to-end latency (this client, loopback, keep-alive) "
-                "minus the model's time for that request, from the server's Server-Timing header (model;dur: "
-                "the ONNX Runtime call it was in, timed by the server around the call). overhead_p50_ms = "
-                "median over texts of each text's median difference; overhead_floor_p50_ms = the same with "
-                "each text's minimum; reported: their medians over rounds. bare (bench/bare_server.py: "
-                "uvicorn, a bare ASGI app, tokenize + the same session on the event loop + JSON logits) is "
-                "the floor any Python server pays here; beyond_bare_p50_ms = median over rounds of (ours - "
-                "bare) in the round. c1_window_mean_minus_model_ms: a second estimate, the c=1 windows' mean "
-                "latency minus the server's own mean inference time (its /metrics). health_live_p50_ms: GET "
-                "/health/live one at a time"
-            ),
-            "probe_texts": args.probe_texts,
-            "concurrency": args.concurrency,
-            "endpoints": args.endpoints,
-            "configs": args.configs,
-            "quick": args.quick,
-        },
+        "versions": versions(),
+        "model": {**setup.model_info, "tokenizer": setup.tokenizer_source, "max_seq_len": args.max_seq_len},
+        "bundles": setup.bundle_info,
+        "texts": setup.text_info,
+        "method": method(args),
         "load_average": {
             "start": list(load_start),
             "end": list(os.getloadavg()),
@@ -1360,7 +1052,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "overhead": overhead,
         "results": rows,
         "rounds": rounds,
-        "setup_s": setup_s,
+        "setup_s": setup.seconds,
         "wall_s": time.perf_counter() - started,
     }
 

@@ -14,8 +14,8 @@ Rounds: each round runs both kinds (plain /detect, /detect with suggest) at ever
 window each, in an order rotated per round; the ratios (suggest / plain: p50 latency, requests/s) are taken
 within each round and their median over rounds reported, with every round's value and load average.
 
-    python bench/suggest_cost.py                      # CPU, 5 rounds, concurrency 1 and 8
-    python bench/suggest_cost.py --quick              # smoke test; writes no JSON unless --out
+    python -m bench.suggest_cost                      # CPU, 5 rounds, concurrency 1 and 8
+    python -m bench.suggest_cost --quick              # smoke test; writes no JSON unless --out
 """
 
 from __future__ import annotations
@@ -24,18 +24,24 @@ import argparse
 import asyncio
 import json
 import os
-import platform
-import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from benchlib import cpu_name, git_commit, int_list, usable_cores, write_result
-from serve_throughput import (
+
+from bench.benchlib import (
+    int_list,
+    random_models,
+    ratio,
+    result_header,
+    round_order,
+    summarize_ratio,
+    write_result,
+)
+from bench.loadgen import (
     MAX_SEQ_LEN,
     BenchError,
     Server,
@@ -47,28 +53,19 @@ from serve_throughput import (
     text_mix,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 KINDS = ("plain", "suggest")
 
 
 def build_bundle(work: Path, tokenizer: Any, size: str) -> tuple[Path, dict[str, Any]]:
     """A random-weight discriminator of `size` and its generator, exported into one bundle."""
-    import torch
-
     from electra.config import ElectraConfig, generator_config
-    from electra.hf_format import save_hf_dir
-    from electra.model import build_model
     from electra.onnx.export import export_bundle
-    from electra.tokenizer import save_tokenizer
 
     cfg = ElectraConfig.from_size(size, vocab_size=tokenizer.get_vocab_size())
-    torch.manual_seed(0)
-    dirs = {}
-    for kind, kind_cfg in (("discriminator", cfg), ("generator", generator_config(cfg))):
-        dirs[kind] = save_hf_dir(build_model(kind, kind_cfg), work / kind)
-        save_tokenizer(tokenizer, dirs[kind])
+    kinds = ("discriminator", "generator")
+    dirs = random_models(
+        work, {k: (k, c) for k, c in zip(kinds, (cfg, generator_config(cfg)), strict=True)}, tokenizer
+    )
     t = time.perf_counter()
     meta = export_bundle(
         dirs["discriminator"], work / "bundle", max_seq_len=MAX_SEQ_LEN, generator_dir=dirs["generator"]
@@ -87,15 +84,16 @@ def build_bundle(work: Path, tokenizer: Any, size: str) -> tuple[Path, dict[str,
 
 def thresholds(bundle: Path, texts: list[str], share: float) -> tuple[list[float], list[int]]:
     """Per text, the threshold that flags `share` of its tokens (at least one; the first window, as
-    truncate=true scores it), and how many tokens that flags."""
-    from electra.serving.postprocess import sigmoid
+    truncate=true scores it, through the server's inference core), and how many tokens that flags."""
+    from electra.serving.core import Detect, local_inference, run
     from electra.serving.runtime import ModelRunner
 
     runner = ModelRunner("bench", bundle)
+    core = local_inference({runner.name: runner})
     out, flagged = [], []
     for text in texts:
-        (enc,) = runner.encode([text])
-        scores = np.sort(sigmoid(runner.infer([enc])[0])[1:-1])[::-1]
+        _, (result,) = run(core.detect(Detect([text], truncate=True), runner))
+        scores = np.sort([t.score for t in result.tokens])[::-1]
         n = max(1, round(share * len(scores)))
         out.append(float(scores[n - 1]))
         flagged.append(int((scores >= scores[n - 1]).sum()))
@@ -118,7 +116,7 @@ async def rounds(
 ) -> list[dict[str, Any]]:
     out = []
     for r in range(n):
-        order = [*KINDS[r % 2 :], *KINDS[: r % 2]]
+        order = round_order(KINDS, r)
         record: dict[str, Any] = {"round": r, "order": order, "points": {}}
         for c in concurrency:
             for kind in order:
@@ -137,18 +135,15 @@ async def rounds(
 
 
 def ratios(records: list[dict[str, Any]], concurrency: list[int]) -> dict[str, Any]:
+    """suggest / plain per round, for each concurrency and metric: the median of per-round ratios."""
     out: dict[str, Any] = {}
     for c in concurrency:
         for metric in ("p50_ms", "p95_ms", "rps"):
-            per_round = []
-            for rec in records:
-                a, b = rec["points"][f"suggest@{c}"][metric], rec["points"][f"plain@{c}"][metric]
-                per_round.append(a / b if a and b else None)
-            values = [v for v in per_round if v is not None]
-            out[f"suggest_vs_plain_{metric}@{c}"] = {
-                "median": statistics.median(values) if values else None,
-                "per_round": per_round,
-            }
+            per_round = [
+                ratio(rec["points"][f"suggest@{c}"][metric], rec["points"][f"plain@{c}"][metric])
+                for rec in records
+            ]
+            out[f"suggest_vs_plain_{metric}@{c}"] = summarize_ratio(per_round)
     return out
 
 
@@ -192,8 +187,9 @@ def main() -> int:
             raise
         finally:
             server.stop()
+    name = args.out.stem if args.out else "suggest_cost_cpu"
     record = {
-        "benchmark": "suggest_cost",
+        **result_header(name),
         "what": "/detect with suggest vs without, same texts, thresholds and flagged tokens",
         "model": model,
         "vocabulary": vocab,
@@ -205,14 +201,7 @@ def main() -> int:
         "concurrency": args.concurrency,
         "rounds": records,
         "ratios": ratios(records, args.concurrency),
-        "machine": {
-            "cpu": cpu_name(),
-            "cores": usable_cores(),
-            "python": platform.python_version(),
-        },
         "seconds": time.perf_counter() - started,
-        "commit": git_commit(),
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     for name, value in record["ratios"].items():
         print(f"{name}: median {value['median']:.3f}")

@@ -1,7 +1,7 @@
 """CoNLL-2003 NER: our token-classification trainer vs Hugging Face's `Trainer`, same checkpoint, same run.
 
-    python bench/tagger_vs_hf.py --model runs/small          # a pretrain --out or an HF ELECTRA directory
-    python bench/tagger_vs_hf.py --model electra-demo/pretrain --max-train-examples 0 --epochs 3 --lr 1e-3 \\
+    python -m bench.tagger_vs_hf --model runs/small          # a pretrain --out or an HF ELECTRA directory
+    python -m bench.tagger_vs_hf --model electra-demo/pretrain --max-train-examples 0 --epochs 3 --lr 1e-3 \\
         --seeds 1,2,3,4,5 --note "electra demo, tiny"           # the recorded CPU result (~20 min, 2 cores)
 
 Three configurations fine-tune the same starting checkpoint on the same training subset (the first
@@ -53,21 +53,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchlib import cpu_name, git_commit, int_list, portable_path, usable_cores, write_result
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.utils.data import Sampler  # noqa: E402
-from transformers import (  # noqa: E402
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import Sampler
+from transformers import (
     AutoTokenizer,
     DataCollatorForTokenClassification,
     ElectraForTokenClassification,
@@ -77,29 +71,30 @@ from transformers import (  # noqa: E402
     set_seed,
 )
 
-from electra.config import ElectraConfig  # noqa: E402
-from electra.files import CONFIG_JSON  # noqa: E402
-from electra.hf_format import load_hf_dir_with_report  # noqa: E402
-from electra.sizes import finetune_recipe  # noqa: E402
-from electra.tokenizer import special_ids  # noqa: E402
-from electra.training.finetune.config import FinetuneConfig  # noqa: E402
-from electra.training.finetune.data import subsample  # noqa: E402
-from electra.training.finetune.model_dir import (  # noqa: E402
+from bench.benchlib import ROOT, int_list, portable_path, result_header, write_result
+from electra.config import ElectraConfig
+from electra.files import CONFIG_JSON
+from electra.hf_format import load_hf_dir_with_report
+from electra.sizes import finetune_recipe
+from electra.tokenizer import special_ids
+from electra.training.finetune.config import FinetuneConfig
+from electra.training.finetune.data import subsample
+from electra.training.finetune.model_dir import (
     classifier_head_config,
     load_model_tokenizer,
     resolve_model_dir,
 )
-from electra.training.finetune.tag_encoding import (  # noqa: E402
+from electra.training.finetune.tag_encoding import (
     IGNORE,
     EncodedSentences,
     encode_sentences,
     eval_max_len,
     word_tags,
 )
-from electra.training.finetune.tag_metrics import tag_metrics  # noqa: E402
-from electra.training.finetune.tag_trainer import TaggerTrainer, gold_tags, predict_token_logits  # noqa: E402
-from electra.training.finetune.tagging_data import TaggedSentence  # noqa: E402
-from electra.training.finetune.tagging_tasks import load_tagging_data  # noqa: E402
+from electra.training.finetune.tag_metrics import tag_metrics
+from electra.training.finetune.tag_trainer import TaggerTrainer, gold_tags, predict_token_logits
+from electra.training.finetune.tagging_data import TaggedSentence
+from electra.training.finetune.tagging_tasks import load_tagging_data
 
 TASK = "conll2003"
 CONFIGS = ("ours-hf", "ours-official", "hf-trainer")
@@ -623,7 +618,7 @@ def main() -> int:
     logging.getLogger("transformers").setLevel(logging.ERROR)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     started = time.perf_counter()
-    load_before = os.getloadavg()
+    header = result_header("tagger_vs_hf")  # its load average: before the run
     common = load_common(args)
     warm_up_s = warm_up(common)
     with tempfile.TemporaryDirectory() as tmp:
@@ -632,13 +627,7 @@ def main() -> int:
         rounds = [run_round(common, r, seed, Path(tmp)) for r, seed in enumerate(args.seeds)]
     summary = summarize(rounds)
     record = {
-        "benchmark": "tagger_vs_hf",
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "commit": git_commit(),
-        "machine": platform.platform(),
-        "cpu": cpu_name(),
-        "cores": usable_cores(),
-        "load_average_before": load_before,
+        **header,
         "load_average_after": os.getloadavg(),
         "versions": versions(),
         "checkpoint": describe_checkpoint(common.model_dir, args.note),

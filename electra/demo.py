@@ -39,6 +39,7 @@ from electra.files import (
     PYTORCH_MODEL_BIN,
 )
 from electra.logs import say
+from electra.serving.schemas import DEFAULT_THRESHOLD
 
 # The demo model: ELECTRA's tiny preset, batch 32, lr 5e-4 with a 10% warm-up. On 2 CPU cores, on the 2.6 MB
 # corpus of the pinned PyTorch docstrings, 600 steps took about 3.3 minutes and the whole demo 3 min 45 s; the
@@ -53,7 +54,7 @@ EXAMPLE_JSON = "example.json"
 EXAMPLE_FORMAT = "electra-demo-example"
 EXAMPLE_VERSION = 1
 # What /detect calls replaced by default ("replaced": score >= threshold).
-EXAMPLE_THRESHOLD = 0.5
+EXAMPLE_THRESHOLD = DEFAULT_THRESHOLD  # /detect's
 EXAMPLE_SEED = 0
 # Replacements tried per swappable word of each sentence.
 EXAMPLE_SWAPS_PER_WORD = 4
@@ -377,23 +378,23 @@ def choose_example(
 
 
 def bundle_scorer(bundle: Path, batch_size: int = 32) -> Scorer:
-    """Word-level replaced scores from a discriminator bundle, computed as the server's /detect does."""
-    from electra.serving.postprocess import detect_result
+    """Word-level replaced scores from a discriminator bundle, through the server's own inference core (as
+    /detect with truncate=true scores them), without a server."""
+    from electra.serving.core import Detect, local_inference, run
     from electra.serving.runtime import ModelRunner
 
     runner = ModelRunner(DEMO_MODEL_NAME, bundle)
+    core = local_inference({runner.name: runner})
 
-    def score(texts: list[str]) -> list[WordScores]:
+    async def detect(texts: list[str]) -> list[WordScores]:
         out: list[WordScores] = []
         for i in range(0, len(texts), batch_size):
-            chunk = texts[i : i + batch_size]
-            encoded = runner.encode(chunk)
-            for text, enc, logits in zip(chunk, encoded, runner.infer(encoded), strict=True):
-                result = detect_result(text, enc, logits, EXAMPLE_THRESHOLD, "word")
-                out.append([(t.text, t.start, t.end, t.score) for t in result.tokens])
+            request = Detect(texts[i : i + batch_size], EXAMPLE_THRESHOLD, "word", truncate=True)
+            _, results = await core.detect(request, runner)
+            out += [[(t.text, t.start, t.end, t.score) for t in r.tokens] for r in results]
         return out
 
-    return score
+    return lambda texts: run(detect(texts))
 
 
 def _candidates_fingerprint() -> str:

@@ -6,7 +6,7 @@ Sources: Clark et al. 2020, Table 6 (architecture, pre-training lr/batch/steps),
 (fine-tuning lr and layer-wise decay), and google-research/electra's `configure_finetuning.py` for the lr
 its code uses (1e-4 for every size but Large's 5e-5, where Table 7 gives Small 3e-4). "tiny" is ours, for
 tests and the demo; "micro" is ours too, the encoder of the CPU equal-compute experiment
-(bench/equal_compute.py, README "Does pre-training help?"): 4 layers of width 128, 2,400 steps of batch 32
+(experiments/equal_compute.py, experiments/README.md): 4 layers of width 128, 2,400 steps of batch 32
 in about 21 minutes on 2 idle CPU cores (0.52 s an ELECTRA step).
 """
 

@@ -75,7 +75,7 @@ def test_the_umask_without_proc(monkeypatch: pytest.MonkeyPatch, umask) -> None:
 def test_a_checkpoint_directory_follows_the_umask(tmp_path: Path, umask) -> None:
     import torch
 
-    from electra.training.pretrain.checkpoint import save_checkpoint, verify_checkpoint
+    from electra.training.pretrain.state.checkpoint import save_checkpoint, verify_checkpoint
 
     tensors = {"w": torch.zeros(2, 3)}
     umask(0o022)

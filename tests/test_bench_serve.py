@@ -1,5 +1,5 @@
-"""The cheap parts of bench/serve_throughput.py and bench/naive_server.py: statistics, load driver, text mix,
-response checks, and the naive server answering like the real one for a tiny model."""
+"""The cheap parts of bench/serve_throughput.py, bench/loadgen.py and bench/naive_server.py: statistics, load
+driver, text mix, response checks, and the naive server answering like the real one for a tiny model."""
 
 from __future__ import annotations
 
@@ -17,12 +17,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from bench import benchlib, loadgen
+from bench import serve_throughput as st
 from tests.conftest import SERVING_LABELS, write_serving_vocab
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-
-import serve_throughput as st  # noqa: E402
 
 # ----------------------------------------------------------------------------------------------------------
 # Statistics
@@ -32,7 +31,7 @@ import serve_throughput as st  # noqa: E402
 def test_summarize_gives_rps_percentiles_and_errors() -> None:
     latencies = [i / 1000 for i in range(1, 101)]  # 1..100 ms
     random.Random(0).shuffle(latencies)
-    row = st.summarize(st.PointResult(window_s=2.0, latencies_s=latencies, errors=5))
+    row = loadgen.summarize(loadgen.PointResult(window_s=2.0, latencies_s=latencies, errors=5))
     assert row["requests"] == 100
     assert row["errors"] == 5
     assert row["error_rate"] == pytest.approx(5 / 105)
@@ -45,7 +44,7 @@ def test_summarize_gives_rps_percentiles_and_errors() -> None:
 
 
 def test_summarize_without_successes_has_no_percentiles() -> None:
-    row = st.summarize(st.PointResult(window_s=1.0, errors=3, error_samples=["HTTP 503"]))
+    row = loadgen.summarize(loadgen.PointResult(window_s=1.0, errors=3, error_samples=["HTTP 503"]))
     assert row["rps"] == 0.0 and row["requests"] == 0
     assert row["p50_ms"] is None and row["p99_ms"] is None
     assert row["error_rate"] == 1.0
@@ -60,12 +59,12 @@ def _window(
 
 def test_round_order_puts_every_config_in_every_position() -> None:
     names = ["a", "b", "c"]
-    orders = [st.round_order(names, r) for r in range(3)]
+    orders = [benchlib.round_order(names, r) for r in range(3)]
     assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
     for position in range(3):
         assert sorted(order[position] for order in orders) == names
-    assert st.round_order(names, 3) == names  # the cycle repeats
-    assert st.round_order([], 2) == []
+    assert benchlib.round_order(names, 3) == names  # the cycle repeats
+    assert benchlib.round_order([], 2) == []
 
 
 def test_ratios_are_the_median_of_per_round_ratios() -> None:
@@ -121,8 +120,8 @@ def test_a_missing_window_drops_out_of_the_median() -> None:
         32,
     )
     assert values == [3.0, None, 5.0]
-    assert st.summarize_ratio(values)["median"] == pytest.approx(4.0)
-    assert st.median_or_none([None, None]) is None
+    assert benchlib.summarize_ratio(values)["median"] == pytest.approx(4.0)
+    assert benchlib.median_or_none([None, None]) is None
 
 
 def test_overhead_summary_takes_the_median_over_rounds() -> None:
@@ -177,7 +176,7 @@ def test_the_overhead_probe_takes_the_model_time_from_each_answer(
     port = free_port()
     bundle = serving_bundles["detector"]
     if server == "bare":
-        command = [sys.executable, str(ROOT / "bench" / "bare_server.py"), "--bundle", str(bundle)]
+        command = [sys.executable, "-m", "bench.bare_server", "--bundle", str(bundle)]
     else:
         command = [sys.executable, "-m", "electra", "serve", "--model", f"detector={bundle}"]
     command += ["--host", "127.0.0.1", "--port", str(port)]
@@ -204,7 +203,7 @@ def test_window_costs_and_metrics_parsing() -> None:
         'electra_inference_seconds_sum{model="sentiment"} 0.5\n'
         'electra_inference_seconds_count{model="sentiment"} 20.0\n'
     )
-    assert st.inference_totals(text) == {
+    assert loadgen.inference_totals(text) == {
         "detector": {"sum": 1.5, "count": 100.0},
         "sentiment": {"sum": 0.5, "count": 20.0},
     }
@@ -215,7 +214,7 @@ def test_window_costs_and_metrics_parsing() -> None:
     assert costs["model_ms_per_call"] == pytest.approx(10.0)
     assert costs["inputs_per_call"] == pytest.approx(4.0)
     assert st.window_costs({"cpu_s": 1.0}, {"cpu_s": 2.0}, completed=0) == {"completed": 0}
-    assert st.process_cpu_s(os.getpid()) > 0.0
+    assert loadgen.process_cpu_s(os.getpid()) > 0.0
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -321,17 +320,17 @@ def test_wikiextractor_paragraphs_drop_tags_titles_and_headings() -> None:
         "The term is a compound word composed from the word anarchy and the suffix ism, itself derived.",
         "</doc>",
     ]
-    paragraphs = list(st.wikiextractor_paragraphs(iter(lines)))
+    paragraphs = list(loadgen.wikiextractor_paragraphs(iter(lines)))
     assert paragraphs == [lines[3], lines[5]]
 
 
 def test_paragraph_prefix_ends_at_a_sentence_boundary() -> None:
     sentences = [" ".join(["w"] * 30) + ".", " ".join(["x"] * 40) + ".", " ".join(["y"] * 50) + "."]
-    text = st.paragraph_prefix(sentences, 60, 100)
+    text = loadgen.paragraph_prefix(sentences, 60, 100)
     assert text is not None and len(text.split()) == 70 and text.endswith("x.")
-    assert st.paragraph_prefix(sentences[:1], 60, 100) is None  # too short, nothing to add
+    assert loadgen.paragraph_prefix(sentences[:1], 60, 100) is None  # too short, nothing to add
     long_one = [" ".join(["z"] * 150) + "."]
-    assert len(st.paragraph_prefix(long_one, 60, 100).split()) == 100  # type: ignore[union-attr]
+    assert len(loadgen.paragraph_prefix(long_one, 60, 100).split()) == 100  # type: ignore[union-attr]
 
 
 def test_text_mix_has_the_proportions_and_lengths() -> None:
@@ -342,22 +341,22 @@ def test_text_mix_has_the_proportions_and_lengths() -> None:
 
     paragraphs = [" ".join(sentence() for _ in range(rng.randint(1, 8))) for _ in range(200)]
     short = [f"short text number {i} ." for i in range(50)]
-    mix = st.text_mix(short, paragraphs, 1000, seed=3)
+    mix = loadgen.text_mix(short, paragraphs, 1000, seed=3)
     assert len(mix) == 1000
-    counts = {kind: sum(k == kind for k, _ in mix) for kind in st.MIX}
-    assert counts == {kind: round(1000 * share) for kind, share in st.MIX.items()}
+    counts = {kind: sum(k == kind for k, _ in mix) for kind in loadgen.MIX}
+    assert counts == {kind: round(1000 * share) for kind, share in loadgen.MIX.items()}
     source = " ".join(paragraphs)
     for kind, text in mix:
         words = len(text.split())
         if kind == "short":
             assert text in short
         elif kind == "sentence":
-            assert st.SENTENCE_WORDS[0] <= words <= st.SENTENCE_WORDS[1] and text in source
+            assert loadgen.SENTENCE_WORDS[0] <= words <= loadgen.SENTENCE_WORDS[1] and text in source
         else:
-            assert st.PARAGRAPH_WORDS[0] <= words <= st.PARAGRAPH_WORDS[1] and text in source
-    assert st.text_mix(short, paragraphs, 1000, seed=3) == mix  # every configuration gets the same texts
-    with pytest.raises(st.BenchError):
-        st.text_mix([], paragraphs, 10)
+            assert loadgen.PARAGRAPH_WORDS[0] <= words <= loadgen.PARAGRAPH_WORDS[1] and text in source
+    assert loadgen.text_mix(short, paragraphs, 1000, seed=3) == mix  # every configuration gets the same texts
+    with pytest.raises(loadgen.BenchError):
+        loadgen.text_mix([], paragraphs, 10)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -445,8 +444,9 @@ def _our_logits(model_dir: Path, texts: list[str], max_len: int) -> list[np.ndar
 
 @pytest.mark.slow
 def test_naive_server_answers_detect_and_classify_like_the_model(tmp_path: Path) -> None:
-    import naive_server
     from litestar.testing import TestClient
+
+    from bench import naive_server
 
     dirs = _tiny_hf_dirs(tmp_path)
     max_len = 16

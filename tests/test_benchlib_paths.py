@@ -1,18 +1,17 @@
-"""Benchmark results name no machine's paths: bench/benchlib.portable_path, and a scan of bench/results."""
+"""Results name no machine's paths: bench/benchlib.portable_path, and a scan of bench/results and
+experiments/results."""
 
 from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
+from bench.benchlib import SHARED_DATA, portable_path
 
-from benchlib import SHARED_DATA, portable_path  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MACHINE_PATH = re.compile(r"/(?:work|tmp|root|home|Users)/")
 
@@ -43,7 +42,9 @@ def test_any_other_path_keeps_only_its_name(path: str) -> None:
 
 
 def test_no_tracked_result_names_a_machine_path() -> None:
-    listed = subprocess.run(["git", "ls-files", "-z", "bench/results"], cwd=ROOT, capture_output=True)
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "bench/results", "experiments/results"], cwd=ROOT, capture_output=True
+    )
     files = [ROOT / name for name in listed.stdout.decode().split("\0") if name]
     if listed.returncode != 0 or not files:
         pytest.skip("not a git checkout")
@@ -55,6 +56,6 @@ def test_no_tracked_result_names_a_machine_path() -> None:
         for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
             if MACHINE_PATH.search(line):
                 found.append(f"{f.relative_to(ROOT)}:{n}: {line.strip()[:160]}")
-    assert not found, (
-        "machine paths in bench/results (record them with benchlib.portable_path):\n" + "\n".join(found)
+    assert not found, "machine paths in results (record them with benchlib.portable_path):\n" + "\n".join(
+        found
     )

@@ -20,7 +20,7 @@ from torch import nn
 from electra.errors import ElectraError, InputError
 from electra.files import MODEL_SAFETENSORS
 from electra.training.optim import build_scheduler
-from electra.training.pretrain.checkpoint import (
+from electra.training.pretrain.state.checkpoint import (
     COMPLETE_FILE,
     OPTIMIZER_FILE,
     RNG_FILE,
@@ -31,9 +31,9 @@ from electra.training.pretrain.checkpoint import (
     save_checkpoint,
     verify_checkpoint,
 )
-from electra.training.pretrain.checkpoint_manager import CheckpointManager, Progress, TrainState
-from electra.training.pretrain.loader import GlobalBatchOrder
-from electra.training.pretrain.rng import capture_rng_state, restore_rng_state
+from electra.training.pretrain.state.checkpoint_manager import CheckpointManager, Progress, TrainState
+from electra.training.pretrain.state.loader import GlobalBatchOrder
+from electra.training.pretrain.state.rng import capture_rng_state, restore_rng_state
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -269,7 +269,7 @@ def test_failed_replacement_of_the_same_step_keeps_the_old_one(tmp_path: Path, m
 
 SAVE_FOREVER = """
 import sys, torch
-from electra.training.pretrain.checkpoint import save_checkpoint
+from electra.training.pretrain.state.checkpoint import save_checkpoint
 tensors = {"w": torch.randn(512, 1024)}
 optimizer = {"state": {0: {"exp_avg": torch.randn(512, 1024)}}, "param_groups": []}
 step = 0

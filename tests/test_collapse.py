@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from electra.cli.main import main
-from electra.training.pretrain.collapse import CollapseWatch, binary_entropy, prior_gain
+from electra.training.pretrain.diagnostics.collapse import CollapseWatch, binary_entropy, prior_gain
 
 from .conftest import prepare_tiny_data, tiny_pretrain_args
 
@@ -96,7 +96,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_trainer_writes_the_flag_and_warns(data_dir: Path, tmp_path: Path, caplog, monkeypatch) -> None:
     """With the bars moved so that any record counts as collapsed, the trainer marks every record, train and
     validation, and warns once."""
-    from electra.training.pretrain import collapse
+    from electra.training.pretrain.diagnostics import collapse
 
     monkeypatch.setattr(collapse, "LEARNED_GAIN", -1.0)
     monkeypatch.setattr(collapse, "COLLAPSED_GAIN", 10.0)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 
-from electra.training.pretrain.detection_auc import BINS, auc_from_histograms, logit_histograms
+from electra.training.pretrain.diagnostics.detection_auc import BINS, auc_from_histograms, logit_histograms
 
 
 def exact(logits: torch.Tensor, labels: torch.Tensor) -> float:

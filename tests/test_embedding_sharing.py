@@ -10,6 +10,7 @@ import torch
 
 from electra.cli.main import main
 from electra.config import ElectraConfig, generator_config
+from electra.errors import InputError
 from electra.training.pretrain.embedding_sharing import (
     TABLES,
     DisentangledEmbeddings,
@@ -174,7 +175,7 @@ def test_resume_continues_exactly_and_the_saved_discriminator_is_plain_electra(
 
     import transformers
 
-    from electra.training.pretrain.checkpoint import latest_checkpoint, load_checkpoint
+    from electra.training.pretrain.state.checkpoint import latest_checkpoint, load_checkpoint
 
     # The checkpoint keeps the generator's tables and the discriminator's own (E_delta under gdes) apart.
     ckpt = load_checkpoint(latest_checkpoint(straight))
@@ -280,6 +281,29 @@ def test_generator_lr_scale_slows_only_what_the_generator_owns(sharing: str) -> 
     # At 1 the groups are the two the optimizer always had, so checkpoints from before still load.
     plain = optimizer_groups(model, 1e-3, 0.01, 1.0)
     assert len(plain) == 2 and all("lr" not in g for g in plain)
+
+
+@pytest.mark.parametrize("sharing", ["tied", "gdes", "none"])
+def test_generator_lr_scope_layers_keeps_the_generators_embeddings_at_the_full_rate(sharing: str) -> None:
+    from electra.training.pretrain.models import optimizer_groups
+
+    model = pair(sharing)
+    disc = {id(p) for p in model.discriminator.parameters()}
+    embeddings = {id(p) for p in model.generator.electra.embeddings.parameters()}
+    layers = {id(p) for p in model.generator.parameters()} - disc - embeddings
+    groups = optimizer_groups(model, 1e-3, 0.01, 0.25, "layers")
+    seen = [id(p) for g in groups for p in g["params"]]
+    assert sorted(seen) == sorted({id(p) for p in model.parameters()})
+    lr_of = {id(p): g.get("lr", 1e-3) for g in groups for p in g["params"]}
+    assert layers and all(lr_of[i] == 0.25e-3 for i in layers)
+    assert all(lr_of[i] == 1e-3 for i in embeddings | disc)
+    # The generator's word table is DeBERTaV3's E_G under gdes: full rate, as its MLM loss alone trains it.
+    assert lr_of[id(model.generator.electra.embeddings.word_embeddings.weight)] == 1e-3
+    # A scope the config does not know is refused before any work.
+    from electra.training.pretrain.config import PretrainConfig
+
+    with pytest.raises(InputError, match="--generator-lr-scope 'head'"):
+        PretrainConfig(data=Path("d"), out=Path("o"), size="tiny", generator_lr_scope="head").resolved()
 
 
 def test_generator_lr_scale_in_a_run_follows_the_schedule_and_resumes_only_as_it_began(

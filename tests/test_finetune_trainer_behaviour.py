@@ -729,7 +729,7 @@ def test_each_epoch_takes_every_example_once_in_its_seeded_order(tmp_path: Path,
     for epoch in (0, 1):
         t.train_epoch(7, epoch, None)
     assert [len(b) for b in seen] == [16, 16, 8] * 2
-    # README: "a permutation per (seed, epoch)", whatever ran before.
+    # docs/finetuning.md: "a permutation per (seed, epoch)", whatever ran before.
     for epoch, batches in enumerate((seen[:3], seen[3:])):
         np.testing.assert_array_equal(
             np.concatenate(batches), np.random.default_rng([7, epoch]).permutation(40)

@@ -330,7 +330,7 @@ def test_the_servers_own_parser_accepts_the_rendered_environment() -> None:
 
 def test_the_charts_client_limits_are_the_servers_defaults() -> None:
     """Header and body timeouts, the connection cap and the header size: the chart's values are the
-    server's own defaults (README, "Reliability"), and each can be set."""
+    server's own defaults (docs/reliability.md), and each can be set."""
     from electra.cli.serve_cmd import OPTIONS, settings_from
     from electra.serving.settings import ServeSettings
 

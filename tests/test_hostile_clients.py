@@ -1,5 +1,5 @@
 """Fault injection on real sockets: clients that leave, crawl, flood or send too much, against a real
-`electra serve` process under uvicorn and under granian (README, "Reliability").
+`electra serve` process under uvicorn and under granian (docs/reliability.md).
 
 Every fault is one a client makes, so none may be counted as a 5xx, and afterwards the server must be ready,
 with as many open files as before and its memory back at its baseline (test_zz_afterwards runs last, per

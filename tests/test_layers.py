@@ -27,3 +27,21 @@ def test_import_contracts_are_kept() -> None:
         pytest.skip("lint-imports is not installed (import-linter, a dev extra)")
     r = subprocess.run([exe], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"lint-imports failed (exit {r.returncode}):\n{r.stdout}\n{r.stderr}"
+
+
+@pytest.mark.parametrize("package", ["bench", "experiments"])
+def test_every_script_is_in_its_packages_layering(package: str) -> None:
+    # A script left out of the contract could import a sibling unnoticed.
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    named = {
+        m.strip()
+        for c in contracts
+        if c["type"] == "layers"
+        for layer in c["layers"]
+        for m in layer.split("|")
+        if m.strip().startswith(f"{package}.")
+    }
+    scripts = {f"{package}.{p.stem}" for p in (ROOT / package).glob("*.py") if p.stem != "__init__"}
+    assert scripts <= named, f"not in a [tool.importlinter] layers contract: {sorted(scripts - named)}"

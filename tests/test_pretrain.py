@@ -202,7 +202,7 @@ def test_sigterm_writes_a_checkpoint_and_exits_0(data_dir: Path, tmp_path: Path)
     assert "stopped by signal" in err
     ckpts = list((run / "checkpoints").iterdir())
     assert len(ckpts) == 1
-    from electra.training.pretrain.checkpoint import verify_checkpoint
+    from electra.training.pretrain.state.checkpoint import verify_checkpoint
 
     assert verify_checkpoint(ckpts[0]) is None
     step = int(ckpts[0].name.split("-")[1])

@@ -539,3 +539,47 @@ def test_linear_head_with_as_many_labels_as_hidden_units_is_refused() -> None:
     model = ElectraClassifier(ElectraConfig.from_size("tiny", vocab_size=40, num_labels=64), head="linear")
     with pytest.raises(InputError, match="--head hf"):
         check_head(model)
+
+
+def test_each_size_fine_tunes_with_the_papers_layerwise_decay() -> None:
+    # Table 7 of the paper: layer-wise decay 0.8 for Small and Base, 0.9 for Large (its 24 layers would leave
+    # the embeddings at 0.8^25 = 0.4% of the top's learning rate).
+    from electra.sizes import SIZES, finetune_recipe
+
+    assert {name: SIZES[name].layerwise_lr_decay for name in ("small", "base", "large")} == {
+        "small": 0.8,
+        "base": 0.8,
+        "large": 0.9,
+    }
+    assert finetune_recipe(SIZES["large"].hidden_size) == (5e-5, 0.9)
+    assert finetune_recipe(SIZES["base"].hidden_size) == (1e-4, 0.8)
+
+
+@pytest.mark.parametrize("head", ["linear", "hf"])
+def test_the_classifier_heads_drop_out_the_cls_vector_while_training(head: str) -> None:
+    # The official head is dropout on [CLS], then one dense layer (get_prediction_module); without the
+    # dropout, training-mode logits would not depend on the dropout mask. Checked on the head alone, with the
+    # encoder's output fixed, so nothing below it can supply the randomness.
+    import torch
+
+    cfg = ElectraConfig(vocab_size=30, embedding_size=16, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64, num_labels=3,
+                        hidden_dropout_prob=0.5)  # fmt: skip
+    model = ElectraClassifier(cfg, head=head)
+    states = torch.randn(4, 5, 32)
+    model.classifier.train()
+    torch.manual_seed(0)
+    a = model.classifier(states)
+    torch.manual_seed(1)
+    b = model.classifier(states)
+    assert not torch.allclose(a, b), "training-mode logits ignore the dropout mask"
+    torch.manual_seed(0)
+    assert torch.equal(a, model.classifier(states)), "the same mask gives the same logits"
+    model.classifier.eval()
+    assert torch.equal(model.classifier(states), model.classifier(states))
+    if head == "linear":
+        # Dropout then the dense layer and nothing else: with the mask undone, the dense layer alone.
+        dense = model.classifier.dense
+        assert torch.allclose(model.classifier(states), dense(states[:, 0]))
+        assert [type(m).__name__ for m in model.classifier.children()] == ["Dropout", "Linear"]
+        assert model.classifier.dropout.p == 0.5

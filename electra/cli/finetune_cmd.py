@@ -1,38 +1,31 @@
-"""`electra finetune`, `electra evaluate`, `electra predict`."""
+"""`electra finetune`."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import logging
-import sys
 from pathlib import Path
 
 from electra.cli.common import add_progress_flag, format_number, per_size, positive_int, show_progress
+from electra.cli.task_args import (
+    DEFAULTS,
+    TASK_CHOICES,
+    TASK_HELP,
+    custom_args,
+    inference_args,
+    model_args,
+    model_dir,
+    shown_metrics,
+)
 from electra.files import EVAL_RESULTS_JSON
-from electra.hub import LOCAL_OR_HUB, REVISION_HELP
 from electra.sizes import DEFAULT_FINETUNE_LR as DEFAULT_LR
 from electra.sizes import DEFAULT_LAYERWISE_LR_DECAY as DEFAULT_DECAY
 from electra.sizes import SIZES
-from electra.training.device import DEVICES, PRECISIONS
-from electra.training.finetune.config import CustomColumns, FinetuneConfig
+from electra.training.device import PRECISIONS
+from electra.training.finetune.config import FinetuneConfig
 from electra.training.finetune.recipe import CHOICES, OVERRIDABLE, RECIPES, Recipe
-from electra.training.finetune.tagging_data import SCHEMES
-from electra.training.finetune.tagging_tasks import CUSTOM_TAGS, TAGGING_TASK_NAMES, is_tagging_task
 from electra.training.finetune.tasks import TASKS
 
-TASK_CHOICES = [*TASKS, "custom", *TAGGING_TASK_NAMES]
-TASK_HELP = (
-    "a GLUE task; custom (--train and --dev files: classification or regression); conll2003 (named "
-    f"entities, --data-dir); {CUSTOM_TAGS} (your own tag set: --train and --dev files, CoNLL columns or "
-    "JSONL)"
-)
-# The defaults shown in --help and used when an option is left out: FinetuneConfig's (one source).
-DEFAULTS = {
-    f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-    for f in dataclasses.fields(FinetuneConfig)
-}
 SIZE_NAMES = [s for s in SIZES if s != "tiny"]  # the paper's sizes, as the recipe names them
 
 log = logging.getLogger("electra.cli")
@@ -68,41 +61,6 @@ def _epochs_help() -> str:
     return f"default {usual}" + (f" ({others})" if others else "")
 
 
-def _custom_args(p: argparse.ArgumentParser, labels: bool = True) -> None:
-    p.add_argument(
-        "--text-column",
-        default=DEFAULTS["text_column"],
-        help="custom data: column with the text (default: %(default)s)",
-    )
-    p.add_argument("--text-pair-column", help="custom data: column with the second text of a pair")
-    if labels:
-        p.add_argument(
-            "--label-column",
-            default=DEFAULTS["label_column"],
-            help="custom data: column with the label (default: %(default)s)",
-        )
-        p.add_argument("--regression", action="store_true", help="custom data: labels are numbers")
-    _tag_args(p, labels)
-
-
-def _tag_args(p: argparse.ArgumentParser, labels: bool = True) -> None:
-    if labels:
-        p.add_argument(
-            "--tag-column",
-            type=int,
-            default=DEFAULTS["tag_column"],
-            help="--task tags, CoNLL columns: the column holding the tag, 0 the word's, negative from the "
-            "end (default: %(default)s, the last)",
-        )
-    p.add_argument(
-        "--tag-scheme",
-        choices=[*SCHEMES, "iobes"],
-        default=DEFAULTS["tag_scheme"],
-        help="--task tags: the files' tagging scheme; tags are trained as IOB2, predictions written back "
-        "in this scheme (default: %(default)s)",
-    )
-
-
 def _recipe_default(field: str) -> str:
     """Each recipe's value of a field, for --help: "official sum, intended sum, hf mean"."""
     return ", ".join(f"{name} {_shown_value(getattr(r, field), field)}" for name, r in RECIPES.items())
@@ -122,7 +80,7 @@ def _recipe_args(p: argparse.ArgumentParser) -> None:
         "--recipe",
         choices=list(RECIPES),
         default=DEFAULTS["recipe"],
-        help="a complete set of the choices below (default: %(default)s; see the README's table)",
+        help="a complete set of the choices below (default: %(default)s; see docs/finetuning.md)",
     )
     g = p.add_argument_group("recipe overrides (default: the --recipe's value)")
     what = {
@@ -156,21 +114,6 @@ def _recipe_args(p: argparse.ArgumentParser) -> None:
             g.add_argument(flag, type=float, help=help_text)
 
 
-def _model_args(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--model", required=True, help=f"{what}: {LOCAL_OR_HUB}")
-    p.add_argument("--revision", help=REVISION_HELP)
-
-
-def _inference_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--max-seq-len",
-        type=positive_int,
-        default=DEFAULTS["max_seq_len"],
-        help="longer inputs are truncated (default: %(default)s)",
-    )
-    p.add_argument("--device", choices=DEVICES, help="default: cuda when available, else cpu")
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     f = sub.add_parser(
         "finetune",
@@ -186,7 +129,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "eval_results.json.",
     )
     f.add_argument("--task", required=True, choices=TASK_CHOICES, help=TASK_HELP)
-    _model_args(f, "a Hugging Face ELECTRA discriminator or the --out of `electra pretrain`")
+    model_args(f, "a Hugging Face ELECTRA discriminator or the --out of `electra pretrain`")
     f.add_argument("--out", type=Path, required=True, help="output classifier directory")
     f.add_argument("--data-dir", type=Path, help="GLUE data (the root, or the task's folder)")
     f.add_argument(
@@ -195,7 +138,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="custom data: training file (CSV, TSV or JSONL; for tags CoNLL columns or JSONL)",
     )
     f.add_argument("--dev", type=Path, help="custom data: dev file")
-    _custom_args(f)
+    custom_args(f)
     f.add_argument("--epochs", type=positive_int, help=_epochs_help())
     f.add_argument(
         "--lr",
@@ -217,47 +160,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="comma-separated, e.g. 1,2,3; the best seed's model is kept "
         f"(default: {','.join(map(str, DEFAULTS['seeds']))})",
     )
-    _inference_args(f)
+    inference_args(f)
     f.add_argument("--precision", choices=PRECISIONS, help="default: bf16 on CUDA, fp32 on CPU")
     f.add_argument("--max-train-examples", type=positive_int, help="train on a random subset (quick runs)")
     f.add_argument("--overwrite", action="store_true", help="replace --out if it exists (default: refuse to)")
     add_progress_flag(f)
     f.set_defaults(handler=run_finetune)
-
-    e = sub.add_parser("evaluate", help="dev-set metrics of a fine-tuned classifier or tagger")
-    e.add_argument("--task", required=True, choices=TASK_CHOICES, help="the task it was fine-tuned on")
-    _model_args(e, "a fine-tuned classifier or tagger")
-    e.add_argument("--data-dir", type=Path, help="GLUE data (the root, or the task's folder)")
-    e.add_argument("--dev", type=Path, help="custom data: the file to evaluate on")
-    _custom_args(e)
-    _inference_args(e)
-    e.add_argument("--json", action="store_true", help="print the metrics as JSON")
-    e.set_defaults(handler=run_evaluate)
-
-    p = sub.add_parser(
-        "predict",
-        help="predict labels for a file (GLUE submission format for GLUE tasks; taggers write the input's "
-        "form: CoNLL `word tag` lines or JSONL)",
-    )
-    p.add_argument("--task", required=True, choices=TASK_CHOICES, help="the task it was fine-tuned on")
-    _model_args(p, "a fine-tuned classifier or tagger")
-    p.add_argument(
-        "--input",
-        type=Path,
-        required=True,
-        help="GLUE test.tsv, a custom CSV/TSV/JSONL file, or a tagger's CoNLL columns (word first) or JSONL",
-    )
-    _custom_args(p, labels=False)
-    p.add_argument("--out", type=Path, help="output TSV (default: stdout); a tagger's output file (required)")
-    _inference_args(p)
-    p.set_defaults(handler=run_predict)
-
-
-def _model(args: argparse.Namespace) -> Path:
-    """--model as a local directory: a Hub id is fetched into (or found in) the Hugging Face cache."""
-    from electra.hub import resolve
-
-    return resolve(args.model, args.revision, what="model")
 
 
 def run_finetune(args: argparse.Namespace) -> int:
@@ -265,7 +173,7 @@ def run_finetune(args: argparse.Namespace) -> int:
 
     cfg = FinetuneConfig(
         task=args.task,
-        model=_model(args),
+        model=model_dir(args),
         out=args.out,
         data_dir=args.data_dir,
         train=args.train,
@@ -291,92 +199,8 @@ def run_finetune(args: argparse.Namespace) -> int:
     )
     summary = finetune(cfg)
     for split, metrics in summary["median"].items():
-        print(f"{summary['task']} {split} (median of {len(summary['seeds'])} seed(s)): {_shown(metrics)}")
+        print(
+            f"{summary['task']} {split} (median of {len(summary['seeds'])} seed(s)): {shown_metrics(metrics)}"
+        )
     print(f"wrote {args.out} (seed {summary['selected_seed']}) with {EVAL_RESULTS_JSON}")
     return 0
-
-
-def run_evaluate(args: argparse.Namespace) -> int:
-    from electra.training.finetune.evaluate import evaluate_model
-    from electra.training.finetune.tag_predict import evaluate_tagger
-
-    if is_tagging_task(args.task):
-        results = evaluate_tagger(
-            _model(args),
-            args.task,
-            data_dir=args.data_dir,
-            dev=args.dev,
-            tag_column=args.tag_column,
-            scheme=args.tag_scheme,
-            max_seq_len=args.max_seq_len,
-            device=args.device,
-        )
-    else:
-        results = evaluate_model(
-            _model(args),
-            args.task,
-            data_dir=args.data_dir,
-            dev=args.dev,
-            columns=CustomColumns(
-                args.text_column, args.text_pair_column, args.label_column, args.regression
-            ),
-            max_seq_len=args.max_seq_len,
-            device=args.device,
-        )
-    if args.json:
-        print(json.dumps(results, indent=2))
-    else:
-        for name, metrics in results.items():
-            print(f"{args.task} {name}: {_shown(metrics)}")
-    return 0
-
-
-def run_predict(args: argparse.Namespace) -> int:
-    from electra.training.finetune.predict import predict_file
-
-    if is_tagging_task(args.task):
-        return _predict_tags(args)
-    rows = predict_file(
-        _model(args),
-        args.task,
-        args.input,
-        columns=CustomColumns(args.text_column, args.text_pair_column, label=None),
-        max_seq_len=args.max_seq_len,
-        device=args.device,
-    )
-    text = "".join("\t".join(r) + "\n" for r in rows)
-    if args.out:
-        from electra.atomic import atomic_write_text
-
-        atomic_write_text(args.out, text)
-        log.info("wrote %d predictions to %s", len(rows) - 1, args.out)
-    else:
-        sys.stdout.write(text)
-    return 0
-
-
-def _predict_tags(args: argparse.Namespace) -> int:
-    from electra.errors import InputError
-    from electra.training.finetune.tag_predict import predict_tags
-
-    if args.out is None:
-        raise InputError("a tagger's predictions are a file in the input's form: pass --out FILE")
-    n = predict_tags(
-        _model(args),
-        args.task,
-        args.input,
-        args.out,
-        scheme=args.tag_scheme,
-        max_seq_len=args.max_seq_len,
-        device=args.device,
-    )
-    log.info("wrote the tags of %d sentences to %s", n, args.out)
-    return 0
-
-
-def _shown(metrics: dict[str, float]) -> str:
-    # A tagger's per-type precision, recall and support are in --json and eval_results.json; one line shows
-    # the overall figures and each type's F1.
-    return ", ".join(
-        f"{k} {v:.4f}" for k, v in metrics.items() if not k.startswith(("precision_", "recall_", "support_"))
-    )

@@ -32,8 +32,11 @@ def build_parser() -> argparse.ArgumentParser:
     from electra.cli import (
         data_cmd,
         demo_cmd,
+        evaluate_cmd,
         export_cmd,
         finetune_cmd,
+        plot_cmd,
+        predict_cmd,
         pretrain_cmd,
         serve_cmd,
         tokenizer_cmd,
@@ -50,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-format", choices=logs.FORMATS, default=None, help=LOG_FORMAT_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for module in (tokenizer_cmd, data_cmd, pretrain_cmd, finetune_cmd, export_cmd, serve_cmd, demo_cmd):
+    commands = (tokenizer_cmd, data_cmd, pretrain_cmd, plot_cmd, finetune_cmd, evaluate_cmd, predict_cmd)
+    for module in (*commands, export_cmd, serve_cmd, demo_cmd):
         module.register(sub)
     _add_to_subcommands(parser, set())
     return parser

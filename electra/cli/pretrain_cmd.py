@@ -1,4 +1,4 @@
-"""`electra pretrain` and `electra plot`."""
+"""`electra pretrain`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,13 @@ from electra.errors import InputError
 from electra.hub import LOCAL_OR_HUB, REVISION_HELP
 from electra.sizes import SIZES
 from electra.training.device import DEVICES, PRECISIONS
-from electra.training.pretrain.config import ADAMS, EMBEDDING_SHARINGS, OBJECTIVES, PretrainConfig
+from electra.training.pretrain.config import (
+    ADAMS,
+    EMBEDDING_SHARINGS,
+    GENERATOR_LR_SCOPES,
+    OBJECTIVES,
+    PretrainConfig,
+)
 
 # The defaults shown in --help and used when an option is left out: PretrainConfig's (one source); the
 # options left None there follow the paper's recipe for the size (electra.sizes).
@@ -33,18 +39,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="pre-train a discriminator with replaced-token detection (or the masked-LM baseline)",
         description="Joint generator + discriminator pre-training on data from `electra data prepare`. Paper "
         "defaults per --size; bf16 autocast + TF32 + fused AdamW on CUDA, fp32 on CPU. Several GPUs or "
-        "nodes: launch with torchrun (see the README). SIGTERM or Ctrl-C writes a checkpoint and exits 0.",
+        "nodes: launch with torchrun (see docs/pretraining.md). SIGTERM or Ctrl-C writes a checkpoint and "
+        "exits 0.",
     )
     _add_run_args(p)
     _add_model_args(p)
     _add_recipe_args(p)
     add_progress_flag(p)
     p.set_defaults(handler=run_pretrain)
-
-    q = sub.add_parser("plot", help="draw the training curves of a run to PNG")
-    q.add_argument("run", type=Path, help="a run directory of `electra pretrain`")
-    q.add_argument("--out", type=Path, help="PNG path (default: RUN/curves.png)")
-    q.set_defaults(handler=run_plot)
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
@@ -165,6 +167,13 @@ def _add_recipe_args(p: argparse.ArgumentParser) -> None:
         "on short runs (default: %(default)s)",
     )
     p.add_argument(
+        "--generator-lr-scope",
+        default=DEFAULTS["generator_lr_scope"],
+        choices=GENERATOR_LR_SCOPES,
+        help="what --generator-lr-scale slows: all the generator owns, or its layers and head only, its "
+        "embeddings (gdes's shared E_G, as DeBERTaV3 trains it) keeping the full rate (default: %(default)s)",
+    )
+    p.add_argument(
         "--warmup-steps",
         type=int,
         help="linear warmup (default: 10k steps, or the first 10%% of a short run)",
@@ -219,12 +228,4 @@ def run_pretrain(args: argparse.Namespace) -> int:
             if isinstance(last.get(k), float)
         )
         print(f"finished {result['step']} steps in {result['out']}: {summary}")
-    return 0
-
-
-def run_plot(args: argparse.Namespace) -> int:
-    from electra.training.pretrain.plot import plot_run
-
-    path = plot_run(args.run, args.out)
-    print(f"wrote {path}")
     return 0

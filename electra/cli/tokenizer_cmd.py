@@ -12,7 +12,7 @@ from pathlib import Path
 from electra.cli.common import add_progress_flag, demo_corpus, positive_int, show_progress
 from electra.files import TOKENIZER_JSON, VOCAB_TXT
 from electra.hub import EXAMPLE_ID, REVISION_HELP
-from electra.training.data.tokenizer_train import train_tokenizer, train_tokenizer_on_files
+from electra.training.data.tokenizer_train import train_tokenizer
 
 # The defaults shown in --help and used when an option is left out: train_tokenizer's (one source).
 DEFAULTS = {
@@ -75,25 +75,23 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def train(args: argparse.Namespace) -> int:
-    from electra.atomic import atomic_dir, check_output_dir
-    from electra.tokenizer import save_tokenizer
-    from electra.training.data.corpus import CorpusStats, resolve_sources
+    from electra.atomic import check_output_dir
+    from electra.training.data.tokenizer_train import train_tokenizer_dir
 
+    # Before the demo corpus is built, which takes a while on a first run.
     check_output_dir(args.out, args.overwrite)
     progress = show_progress(args)
-    paths = resolve_sources(args.corpus) if args.corpus else [demo_corpus(progress=progress)]
-    stats = CorpusStats()
+    sources = args.corpus or [str(demo_corpus(progress=progress))]
     start = time.perf_counter()
-    tok = train_tokenizer_on_files(
-        paths,
-        stats,
+    tok, paths, stats = train_tokenizer_dir(
+        sources,
+        args.out,
+        overwrite=args.overwrite,
         vocab_size=args.vocab_size,
         cased=args.cased,
         min_frequency=args.min_frequency,
         show_progress=progress,
     )
-    with atomic_dir(args.out, overwrite=args.overwrite) as tmp:
-        save_tokenizer(tok, tmp)
     for path, n in stats.undecodable_bytes.items():
         log.warning("%d undecodable bytes in %s were replaced with U+FFFD", n, path)
     print(

@@ -25,6 +25,7 @@ from electra.serving.api_docs import openapi_config
 from electra.serving.arrivals import count_arrivals
 from electra.serving.client_gone import client_gone
 from electra.serving.content_encoding import decode_content
+from electra.serving.core import KIND_ROUTE
 from electra.serving.error_responses import error_response
 from electra.serving.metrics import http_metrics
 from electra.serving.openapi_bodies import document_closed_bodies, document_infer_body
@@ -35,7 +36,7 @@ from electra.serving.routes_inference import inference_routes
 from electra.serving.routes_page import page_routes
 from electra.serving.runtime import ModelRunner
 from electra.serving.settings import ServeSettings
-from electra.serving.state import KIND_ROUTE, ServerState, load_runners
+from electra.serving.state import ServerState, load_runners
 from electra.serving.timing import server_timing
 
 _JSON_INFERENCE_PATHS = frozenset(KIND_ROUTE.values())

@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import msgspec
 import numpy as np
 from litestar import Request, Response, get, post
-from litestar.exceptions import HTTPException
 from litestar.openapi import ResponseSpec
 from litestar.params import FromPath, JSONBody
 from msgspec import Meta
 
 from electra import __version__
+from electra.serving.core import Classify, Detect, Tag
 from electra.serving.fill_mask import fill_mask
 from electra.serving.hf_tasks import (
     TOKEN_CLASSIFIERS,
@@ -264,17 +264,7 @@ async def _infer(state: ServerState, runner: ModelRunner, request: Request[Any, 
 
 
 def _model(state: ServerState, name: str, version: str | None) -> ModelRunner:
-    runner = state.runners.get(name)
-    if runner is None:
-        raise HTTPException(
-            status_code=404,
-            detail=f"model {name!r} is not loaded; loaded: {', '.join(sorted(state.runners))}",
-        )
-    if version not in (None, VERSION):
-        raise HTTPException(
-            status_code=404, detail=f"model {name!r} has version {VERSION} only, not {version!r}"
-        )
-    return runner
+    return state.inference.named(name, version, VERSION)
 
 
 class TagTensorRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -313,11 +303,8 @@ async def _detect_tensors(
 ) -> dict[str, tuple[str, np.ndarray]]:
     texts = _texts(inputs, "text", {"text"})
     data: DetectRequest = _route_parameters(parameters, DetectRequest, {"texts": texts})
-    state.check_sizes(texts, "text")
-    stride = state.check_stride(runner, data.stride, data.truncate)
-    state.check_suggest(runner, data.suggest)
-    state.check_ready()
-    results = await state.score_tokens(runner, texts, data.threshold, data.level, stride, data.suggest)
+    request = Detect(texts, data.threshold, data.level, data.stride, data.truncate, data.suggest, "text")
+    _, results = await state.inference.detect(request, runner)
     tensors = _detector_outputs(results)
     if data.suggest is not None:
         tensors.update(_suggestion_outputs(results, data.suggest))
@@ -382,10 +369,7 @@ async def _tag_tensors(
 ) -> dict[str, tuple[str, np.ndarray]]:
     texts = _texts(inputs, "text", {"text"})
     data: TagTensorRequest = _route_parameters(parameters, TagTensorRequest, {"texts": texts})
-    state.check_sizes(texts, "text")
-    stride = state.check_stride(runner, data.stride, data.truncate)
-    state.check_ready()
-    scored = await state.token_logits(runner, texts, stride)
+    _, scored = await state.inference.tag(Tag(texts, data.stride, data.truncate, "text"), runner)
     # Aggregation "none" with nothing ignored: every real token with its most probable tag.
     found = [
         document_entities(text, s.encoded, softmax(s.logits), runner.labels, "none", ())
@@ -426,9 +410,9 @@ async def _classify_tensors(
             )
     items = [{"text": a, "text_pair": b} for a, b in zip(texts, pairs, strict=True)]
     data: ClassifyRequest = _route_parameters(parameters, ClassifyRequest, {"inputs": items})
-    results = await state.classify_pairs(
-        runner, [(a, b) for a, b in zip(texts, pairs, strict=True)], data.truncate
-    )
+    request = Classify([(a, b) for a, b in zip(texts, pairs, strict=True)], data.truncate)
+    _, classified = await state.inference.classify(request, runner)
+    results = classified.results
     truncated = ("BOOL", np.array([r.truncated for r in results], dtype=np.bool_))
     if runner.regression:
         return {
@@ -477,7 +461,7 @@ def _hf_routes(state: ServerState, guards: list[Any]) -> list[Any]:
             conflict = fill_mask_conflict(runner.name, parameters)
             if conflict is not None:
                 raise ProtocolError(conflict)
-            filled = await fill_mask(state, runner, items, parameters)
+            filled = await fill_mask(state.inference, runner, items, parameters)
             return filled[0] if single else filled
         mismatch = wrong_task(runner.name, runner.kind, parameters)
         if mismatch is not None:
@@ -502,7 +486,8 @@ async def _text_classification(
 ) -> list[list[LabelScore]]:
     p: TextClassificationParameters = _parameters(parameters, TextClassificationParameters)
     pairs = [(x, None) if isinstance(x, str) else (x.text, x.text_pair) for x in items]
-    _, rows = await state.classify_logits(runner, pairs, p.truncate)
+    _, classified = await state.inference.classify(Classify(pairs, p.truncate), runner)
+    rows = classified.logits
     labels = runner.labels or ["score"]
     function = p.function_to_apply or default_function(len(labels), runner.problem_type)
     return [label_scores(row, labels, function, p.top_k) for row in rows]
@@ -515,12 +500,10 @@ async def _token_classification(
     if not all(isinstance(x, str) for x in items):
         raise ProtocolError(f"model {runner.name!r} is a token classifier: 'inputs' are texts, not pairs")
     texts: list[str] = items  # type: ignore[assignment]
-    state.check_sizes(texts, "inputs")
-    stride = state.check_stride(runner, p.stride, truncate=False)
-    state.check_ready()
+    _, scored_texts = await state.inference.tag(Tag(texts, p.stride, False, "inputs"), runner)
     ignore = TOKEN_CLASSIFIERS[runner.kind] if p.ignore_labels is None else p.ignore_labels
     out = []
-    for text, scored in zip(texts, await state.token_logits(runner, texts, stride), strict=True):
+    for text, scored in zip(texts, scored_texts, strict=True):
         probs, labels = label_probabilities(runner.kind, runner.labels, scored.logits)
         found = document_entities(text, scored.encoded, probs, labels, p.aggregation_strategy, ignore)
         out.append([hf_entity(e, text) for e in found])

@@ -1,8 +1,8 @@
 """The JSON API: /detect, /classify and /tag run a model, /models lists what they can run; all of them behind
 the API keys when the server has some.
 
-Each route checks what only its own body can get wrong and hands the rest to ServerState, which the
-standard protocols' routes share.
+Each route reads its body into one of the core's requests (electra.serving.core), which checks and runs it
+as it does the standard protocols' routes, and writes the result back.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from litestar.exceptions import HTTPException
 from litestar.openapi import ResponseSpec
 from litestar.params import Body
 
+from electra.serving.core import Classify, Detect, Tag
 from electra.serving.json_body import read_json_body
 from electra.serving.schemas import (
     ClassifyRequest,
@@ -92,22 +93,14 @@ def inference_routes(state: ServerState, guards: list[Any]) -> list[Any]:
 
 async def _detect(state: ServerState, data: DetectRequest) -> DetectResponse:
     texts = _one_or_many(data.text, data.texts, "text", "texts")
-    state.check_sizes(texts, "texts")
-    runner = state.pick(data.model, "discriminator")
-    stride = state.check_stride(runner, data.stride, data.truncate)
-    state.check_suggest(runner, data.suggest)
-    state.check_ready()
-    results = await state.score_tokens(runner, texts, data.threshold, data.level, stride, data.suggest)
+    request = Detect(texts, data.threshold, data.level, data.stride, data.truncate, data.suggest)
+    runner, results = await state.inference.detect(request, model=data.model)
     return DetectResponse(model=runner.name, results=results)
 
 
 async def _tag(state: ServerState, data: TagRequest) -> TagResponse:
     texts = _one_or_many(data.text, data.texts, "text", "texts")
-    state.check_sizes(texts, "texts")
-    runner = state.pick(data.model, "tagger")
-    stride = state.check_stride(runner, data.stride, data.truncate)
-    state.check_ready()
-    scored = await state.token_logits(runner, texts, stride)
+    runner, scored = await state.inference.tag(Tag(texts, data.stride, data.truncate), model=data.model)
     aggregation, ignore = data.aggregation_strategy, data.ignore_labels
     results = [
         tag_result(text, s, runner.labels, aggregation, ignore) for text, s in zip(texts, scored, strict=True)
@@ -123,9 +116,8 @@ async def _classify(state: ServerState, data: ClassifyRequest) -> ClassifyRespon
         pairs = [(data.text, data.text_pair)]
     else:
         pairs = [(x.text, x.text_pair) for x in data.inputs]
-    runner = state.pick(data.model, "classifier")
-    results = await state.classify_pairs(runner, pairs, data.truncate)
-    return ClassifyResponse(model=runner.name, results=results)
+    runner, classified = await state.inference.classify(Classify(pairs, data.truncate), model=data.model)
+    return ClassifyResponse(model=runner.name, results=classified.results)
 
 
 def _one_or_many(single: Any, many: list[Any] | None, single_name: str, many_name: str) -> list[Any]:

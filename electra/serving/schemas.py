@@ -8,6 +8,9 @@ import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 Probability = Annotated[float, Meta(ge=0.0, le=1.0)]
+# A token is flagged replaced at this probability or above: /detect's default, and what fill-mask and the
+# demo flag with.
+DEFAULT_THRESHOLD = 0.5
 ModelName = Annotated[str, Meta(min_length=1, max_length=200)]
 
 
@@ -21,7 +24,7 @@ class DetectRequest(Struct, forbid_unknown_fields=True):
 
     text: str | None = None
     texts: list[str] | None = None
-    threshold: Probability = 0.5
+    threshold: Probability = DEFAULT_THRESHOLD
     level: Literal["token", "word"] = "token"
     model: ModelName | None = None
     truncate: bool = False

@@ -87,7 +87,7 @@ class ServeSettings:
     graceful_timeout_s: float = field(
         default=30.0, metadata=option("seconds SIGTERM waits for in-flight requests", flag="graceful-timeout")
     )
-    # Slow and numerous clients (README, "Reliability"). Real clients send their request line and headers
+    # Slow and numerous clients (docs/reliability.md). Real clients send their request line and headers
     # in one packet, so 10 s is generous on any link, and a slow-loris connection is dropped 6x sooner than
     # nginx's 60 s would drop it. uvicorn answers 408; granian (hyper) closes the connection.
     header_timeout_s: float = field(

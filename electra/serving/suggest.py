@@ -6,9 +6,10 @@
    context, the window its detection score came from (electra.serving.windows). Each target is predicted
    one at a time, in an input of its own with only that target masked, everything else as the caller wrote
    it; but a window that owns more than ALONE_MAX targets masks them all at once, one input, so that the
-   generator's work per window stays bounded. Measured (bench/suggest_masking.py, README "Suggestions"):
-   masking every flagged word at once hides the flagged word's neighbours that the detector flagged too
-   without cause, the very words that say what the original was; one at a time restored more originals.
+   generator's work per window stays bounded. Measured (experiments/suggest_masking.py,
+   experiments/README.md): masking every flagged word at once hides the flagged word's neighbours that the
+   detector flagged too without cause, the very words that say what the original was; one at a time restored
+   more originals.
    (`alone_from` and `alone_max` also give the other strategies the benchmark compares.) At word level a
    word's pieces become one [MASK] and only tokens that start a word are proposed
    (electra.serving.generator), so a suggestion is a whole word.

@@ -71,6 +71,38 @@ def train_tokenizer_on_files(
         return _train(lines, bar, lambda: stats.bytes_read, vocab_size, cased, min_frequency, limit_alphabet)
 
 
+def train_tokenizer_dir(
+    sources: list[str],
+    out: Path,
+    overwrite: bool = False,
+    vocab_size: int = 30522,
+    cased: bool = False,
+    min_frequency: int = 2,
+    show_progress: bool = False,
+) -> tuple[tokenizers.Tokenizer, list[Path], CorpusStats]:
+    """`electra tokenizer train`: the output directory checked first, a tokenizer trained on the corpus
+    `sources` (files, directories, globs) and written atomically to `out`; returns it with the files read and
+    what was read of them (undecodable bytes counted per file)."""
+    from electra.atomic import atomic_dir, check_output_dir
+    from electra.tokenizer import save_tokenizer
+    from electra.training.data.corpus import resolve_sources
+
+    check_output_dir(out, overwrite)
+    paths = resolve_sources(sources)
+    stats = CorpusStats()
+    tok = train_tokenizer_on_files(
+        paths,
+        stats,
+        vocab_size=vocab_size,
+        cased=cased,
+        min_frequency=min_frequency,
+        show_progress=show_progress,
+    )
+    with atomic_dir(out, overwrite=overwrite) as tmp:
+        save_tokenizer(tok, tmp)
+    return tok, paths, stats
+
+
 def _train(
     lines: Iterable[str],
     bar: Any,

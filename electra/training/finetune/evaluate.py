@@ -1,4 +1,4 @@
-"""`electra evaluate`: the dev-set metrics of a fine-tuned classifier."""
+"""`electra evaluate`: the dev-set metrics of a fine-tuned classifier or tagger (`evaluate` picks which)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,39 @@ from electra.training.finetune.data import glue_dev_splits, read_columns
 from electra.training.finetune.encoding import encode
 from electra.training.finetune.inference import predict_logits, score
 from electra.training.finetune.model_dir import load_classifier
+
+
+def evaluate(
+    model_dir: Path,
+    task: str,
+    *,
+    data_dir: Path | None = None,
+    dev: Path | None = None,
+    columns: CustomColumns | None = None,
+    tag_column: int = -1,
+    scheme: str = "iob2",
+    max_seq_len: int = 128,
+    device: str | None = None,
+) -> dict[str, dict[str, float]]:
+    """Metrics by dev split of the model fine-tuned on `task`: a tagger's for a tagging task (seqeval), a
+    classifier's otherwise."""
+    from electra.training.finetune.tag_predict import evaluate_tagger
+    from electra.training.finetune.tagging_tasks import is_tagging_task
+
+    if is_tagging_task(task):
+        return evaluate_tagger(
+            model_dir,
+            task,
+            data_dir=data_dir,
+            dev=dev,
+            tag_column=tag_column,
+            scheme=scheme,
+            max_seq_len=max_seq_len,
+            device=device,
+        )
+    return evaluate_model(
+        model_dir, task, data_dir=data_dir, dev=dev, columns=columns, max_seq_len=max_seq_len, device=device
+    )
 
 
 def evaluate_model(

@@ -1,4 +1,5 @@
-"""`electra predict`: a fine-tuned classifier's predictions for a file, as GLUE submission rows."""
+"""`electra predict`: a fine-tuned model's predictions for a file: a classifier's as GLUE submission rows, a
+tagger's in the input's form (`predict` picks which)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,38 @@ from electra.training.finetune.encoding import encode
 from electra.training.finetune.inference import predict_logits
 from electra.training.finetune.model_dir import Classifier, load_classifier
 from electra.training.finetune.tasks import Example, read_glue, submission_rows
+
+
+def predict(
+    model_dir: Path,
+    task: str,
+    input_file: Path,
+    out: Path | None,
+    *,
+    columns: CustomColumns | None = None,
+    scheme: str = "iob2",
+    max_seq_len: int = 128,
+    device: str | None = None,
+) -> tuple[int, str | None]:
+    """Predictions for `input_file`, written atomically to `out`: (how many, None); a classifier's with no
+    `out`: (how many, the TSV text) for the caller to print. A tagger's need `out` (a file in the input's
+    form)."""
+    from electra.atomic import atomic_write_text
+    from electra.training.finetune.tag_predict import predict_tags
+    from electra.training.finetune.tagging_tasks import is_tagging_task
+
+    if is_tagging_task(task):
+        if out is None:
+            raise InputError("a tagger's predictions are a file in the input's form: pass --out FILE")
+        return predict_tags(
+            model_dir, task, input_file, out, scheme=scheme, max_seq_len=max_seq_len, device=device
+        ), None
+    rows = predict_file(model_dir, task, input_file, columns=columns, max_seq_len=max_seq_len, device=device)
+    text = "".join("\t".join(r) + "\n" for r in rows)
+    if out is None:
+        return len(rows) - 1, text
+    atomic_write_text(out, text)
+    return len(rows) - 1, None
 
 
 def predict_file(

@@ -13,8 +13,15 @@ from electra.sizes import SIZES
 OBJECTIVES = ("electra", "mlm")
 # How the generator and discriminator share embeddings (electra.training.pretrain.embedding_sharing).
 EMBEDDING_SHARINGS = ("tied", "gdes", "none")
+# The paper's: one embedding block for both models. Also what a checkpoint from before the option was.
+DEFAULT_EMBEDDING_SHARING = "tied"
+DEFAULT_GENERATOR_LR_SCALE = 1.0
+DEFAULT_GENERATOR_LR_SCOPE = "all"
 # electra.training.optim.ADAMS, mirrored so the CLI's --help needs no torch (tests/test_recipes.py checks).
 ADAMS = ("official", "torch")
+# What --generator-lr-scale slows: everything the generator owns, or its Transformer layers and head only (its
+# embedding block, under gdes DeBERTaV3's shared E_G, keeps the full rate).
+GENERATOR_LR_SCOPES = ("all", "layers")
 # Options that count something and make no sense below one.
 _AT_LEAST_ONE = (
     "steps",
@@ -33,7 +40,7 @@ class PretrainConfig:
     out: Path
     size: str = "small"
     objective: str = "electra"
-    embedding_sharing: str = "tied"
+    embedding_sharing: str = DEFAULT_EMBEDDING_SHARING
     steps: int | None = None
     batch_size: int | None = None
     grad_accum: int = 1
@@ -48,7 +55,8 @@ class PretrainConfig:
     max_grad_norm: float = 1.0
     generator_size: float | None = None
     # The generator's own parameters learn at this fraction of --lr (see models.optimizer_groups).
-    generator_lr_scale: float = 1.0
+    generator_lr_scale: float = DEFAULT_GENERATOR_LR_SCALE
+    generator_lr_scope: str = DEFAULT_GENERATOR_LR_SCOPE
     mask_prob: float | None = None
     disc_weight: float = 50.0
     dropout: float | None = None
@@ -78,8 +86,11 @@ class PretrainConfig:
         if self.embedding_sharing not in EMBEDDING_SHARINGS:
             choices = ", ".join(EMBEDDING_SHARINGS)
             raise InputError(f"--embedding-sharing {self.embedding_sharing!r} is not one of {choices}")
-        if self.objective != "electra" and self.embedding_sharing != "tied":
+        if self.objective != "electra" and self.embedding_sharing != DEFAULT_EMBEDDING_SHARING:
             raise InputError("--embedding-sharing applies to --objective electra only (mlm has no generator)")
+        if self.generator_lr_scope not in GENERATOR_LR_SCOPES:
+            choices = ", ".join(GENERATOR_LR_SCOPES)
+            raise InputError(f"--generator-lr-scope {self.generator_lr_scope!r} is not one of {choices}")
         if self.adam not in ADAMS:
             raise InputError(f"--adam {self.adam!r} is not one of {', '.join(ADAMS)}")
         size = SIZES[self.size]

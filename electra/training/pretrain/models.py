@@ -16,6 +16,7 @@ from torch import nn
 from electra.config import ElectraConfig, generator_config
 from electra.files import DISCRIMINATOR_DIR, GENERATOR_DIR, MLM_DIR
 from electra.training.optim import param_groups
+from electra.training.pretrain.config import DEFAULT_EMBEDDING_SHARING, DEFAULT_GENERATOR_LR_SCOPE
 from electra.training.pretrain.embedding_sharing import build_pair, plain_discriminator
 from electra.training.pretrain.objective import (
     MLM_BASELINE,
@@ -40,7 +41,7 @@ class ElectraPretrainer(nn.Module):
         gen_cfg: ElectraConfig,
         specials: SpecialTokens,
         objective: ObjectiveConfig,
-        embedding_sharing: str = "tied",
+        embedding_sharing: str = DEFAULT_EMBEDDING_SHARING,
     ) -> None:
         super().__init__()
         self.discriminator, self.generator = build_pair(disc_cfg, gen_cfg, embedding_sharing)
@@ -118,17 +119,24 @@ def build_pretrainer(
 
 
 def optimizer_groups(
-    model: Pretrainer, lr: float, weight_decay: float, generator_lr_scale: float
+    model: Pretrainer,
+    lr: float,
+    weight_decay: float,
+    generator_lr_scale: float,
+    generator_lr_scope: str = DEFAULT_GENERATOR_LR_SCOPE,
 ) -> list[dict]:
     """Adam's parameter groups (weight decay off for biases and LayerNorm); with a generator_lr_scale other
-    than 1, the generator's own parameters (under gdes and none its embedding block too) learn at that
-    fraction of the learning rate. A tied block is the discriminator's and keeps the full rate."""
+    than 1, the generator's own parameters learn at that fraction of the learning rate: under gdes and none
+    its embedding block too with scope "all", its layers and head only with scope "layers" (DeBERTaV3 trains
+    the shared E_G at the full rate). A tied block is the discriminator's and keeps the full rate."""
     named = list(model.named_parameters())
     if generator_lr_scale == 1.0 or not isinstance(model, ElectraPretrainer):
         return param_groups(named, weight_decay)
     generator = {id(p) for p in model.generator.parameters()} - {
         id(p) for p in model.discriminator.parameters()
     }
+    if generator_lr_scope == "layers":
+        generator -= {id(p) for p in model.generator.electra.embeddings.parameters()}
     slow = param_groups([(n, p) for n, p in named if id(p) in generator], weight_decay)
     for group in slow:
         group["lr"] = lr * generator_lr_scale

@@ -27,19 +27,19 @@ from electra.progress import progress
 from electra.training.data.dataset import PretrainingData
 from electra.training.device import autocast, enable_tf32, resolve_precision
 from electra.training.optim import adam, build_scheduler
-from electra.training.pretrain.checkpoint_manager import CheckpointManager, Progress, TrainState
 from electra.training.pretrain.config import PretrainConfig
-from electra.training.pretrain.detection_auc import BINS, auc_from_histograms, logit_histograms
-from electra.training.pretrain.distributed import init_distributed
-from electra.training.pretrain.flops import electra_step_flops, peak_flops
+from electra.training.pretrain.diagnostics.detection_auc import BINS, auc_from_histograms, logit_histograms
+from electra.training.pretrain.diagnostics.flops import electra_step_flops, peak_flops
+from electra.training.pretrain.diagnostics.meter import TrainMeter, progress_postfix
+from electra.training.pretrain.diagnostics.metrics_log import MetricsLog
 from electra.training.pretrain.hf_models import export_hf, init_from_hf
-from electra.training.pretrain.loader import GlobalBatchOrder, batch_counts, load_rows, micro_slice
-from electra.training.pretrain.meter import TrainMeter, progress_postfix
-from electra.training.pretrain.metrics_log import MetricsLog
 from electra.training.pretrain.models import build_pretrainer, optimizer_groups
 from electra.training.pretrain.objective import STAT_KEYS, SpecialTokens, ratios
-from electra.training.pretrain.run_dir import prepare_out_dir, write_run_config
-from electra.training.pretrain.signals import StopSignal
+from electra.training.pretrain.state.checkpoint_manager import CheckpointManager, Progress, TrainState
+from electra.training.pretrain.state.distributed import init_distributed
+from electra.training.pretrain.state.loader import GlobalBatchOrder, batch_counts, load_rows, micro_slice
+from electra.training.pretrain.state.run_dir import prepare_out_dir, write_run_config
+from electra.training.pretrain.state.signals import StopSignal
 
 if TYPE_CHECKING:
     import tokenizers
@@ -147,7 +147,9 @@ class PretrainTrainer:
         if cfg.init:
             init_from_hf(self.model, cfg.init, self.vocab_size, self.data, self.log)
         self.model.to(device)
-        groups = optimizer_groups(self.model, cfg.lr, cfg.weight_decay, cfg.generator_lr_scale)
+        groups = optimizer_groups(
+            self.model, cfg.lr, cfg.weight_decay, cfg.generator_lr_scale, cfg.generator_lr_scope
+        )
         self.optimizer = adam(groups, cfg.lr, cfg.adam, eps=1e-6)
         self.scheduler = build_scheduler(self.optimizer, cfg.warmup_steps, cfg.steps)
 
@@ -159,6 +161,7 @@ class PretrainTrainer:
             "objective": self.cfg.objective,
             "embedding_sharing": self.cfg.embedding_sharing,
             "generator_lr_scale": self.cfg.generator_lr_scale,
+            "generator_lr_scope": self.cfg.generator_lr_scope,
             "batch_size": self.cfg.batch_size,
             "seq_len": self.seq_len,
             "vocab_size": self.vocab_size,

@@ -1,21 +1,21 @@
 """All at once or one at a time? How /detect's suggestions should mask the flagged units, measured where a
 generator can restore a word at all: a small synthetic language a tiny pair learns on a CPU in minutes.
 
-Why synthetic: the pairs a CPU budget pre-trains on English (bench/suggest_quality.py) have generators near
-the unigram level, so they restore next to nothing and cannot tell the strategies apart. Here every clause is
-one of FRAMES frames, "the ADJ_i NOUN_i VERB_i ADV_i", so each content word is given by any other word of
-its clause; a swap puts another frame's word of the same kind in one place, which the discriminator can
-detect and the generator can undo, from the clause's other words. What differs between the strategies is
+Why synthetic: the pairs a CPU budget pre-trains on English (experiments/suggest_quality.py) have generators
+near the unigram level, so they restore next to nothing and cannot tell the strategies apart. Here every
+clause is one of FRAMES frames, "the ADJ_i NOUN_i VERB_i ADV_i", so each content word is given by any other
+word of its clause; a swap puts another frame's word of the same kind in one place, which the discriminator
+can detect and the generator can undo, from the clause's other words. What differs between the strategies is
 what the generator sees: all at once, every flagged word of the sentence is masked (a flagged clause-mate of
 the swapped word hides evidence); one at a time, only the word it predicts.
 
 Steps (in a temporary directory): the corpus and a word-level vocabulary, `electra data prepare`,
 `electra pretrain --size tiny` (a generator as wide as the discriminator: the language, not the
 generator, is what this measures), the pair exported with its
-generator, then bench/suggest_quality.py's measurement (the server's code in process) on held-out sentences
+generator, then experiments.lib.suggestions' measurement (the server's code in process) on held-out sentences
 with one word swapped, at two thresholds (the lower one flags more words, clause-mates among them).
 
-    python bench/suggest_masking.py                 # about 5 minutes on one core
+    python -m experiments.suggest_masking           # about 5 minutes on one core
 """
 
 from __future__ import annotations
@@ -29,12 +29,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import heldout_detection as heldout
-from benchlib import run_facts, write_result
-from suggest_quality import LEVELS, STRATEGIES, measure
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.benchlib import result_header, write_result
+from experiments.lib import heldout
+from experiments.lib.shared_data import ROOT
+from experiments.lib.store import RESULTS
+from experiments.lib.suggestions import LEVELS, STRATEGIES, measure
 
 FRAMES = 12
 KINDS = ("bright", "thing", "does", "fully")  # the word stems of adjectives, nouns, verbs, adverbs
@@ -88,7 +87,7 @@ def electra(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "electra", *args, "--quiet"], check=True, cwd=ROOT)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=5000, help="pre-training steps (default: %(default)s)")
     ap.add_argument(
@@ -96,14 +95,13 @@ def main() -> int:
     )
     ap.add_argument("--swaps", type=int, default=1000, help="swapped sentences (default: %(default)s)")
     ap.add_argument("--thresholds", default="0.5,0.2", help="comma-separated (default: %(default)s)")
-    ap.add_argument("--out", type=Path, help="result JSON (default: bench/results/suggest_masking.json)")
-    args = ap.parse_args()
+    ap.add_argument("--name", default="suggest_masking", help="results file name (experiments/results/)")
+    args = ap.parse_args(argv)
     from electra.onnx.export import export_bundle
     from electra.tokenizer import load_tokenizer
 
     started = time.perf_counter()
     record: dict[str, Any] = {
-        "benchmark": "suggest_masking",
         "language": f"{FRAMES} frames 'the ADJ NOUN VERB ADV', one or two clauses per sentence",
         "strategies": {name: {"alone_from": a, "alone_max": m} for name, (a, m) in STRATEGIES.items()},
     }
@@ -167,8 +165,8 @@ def main() -> int:
                     + f"; oracle top1 {x['oracle_top1']:.3f}",
                     flush=True,
                 )
-    record.update(run_facts(started))
-    print(f"wrote {write_result(record, args.out, 'suggest_masking')}")
+    record.update(result_header(args.name), seconds=time.perf_counter() - started)
+    print(f"wrote {write_result(record, RESULTS / f'{args.name}.json', args.name)}")
     return 0
 
 

@@ -1,13 +1,13 @@
 """A/B of fine-tuning recipes (issue 22): official vs hf (or any --recipes) from one pre-trained model.
 
-    python bench/finetune_recipes_ab.py --model google-electra-small-discriminator-dir --seeds 1,2,3,4,5
-    python bench/finetune_recipes_ab.py --model runs/small/discriminator --harness-check \\
+    python -m experiments.finetune_recipes_ab --model google-electra-small-discriminator-dir --seeds 1,2,3
+    python -m experiments.finetune_recipes_ab --model runs/small/discriminator --harness-check \\
         --max-train-examples 800 --max-epochs 2                       # a CPU check of the harness itself
 
 Every (task, recipe) pair is fine-tuned with every seed; each task's main figure (as in the paper's tables:
 CoLA MCC, SST-2/RTE accuracy, MRPC F1/accuracy average, STS-B Pearson/Spearman average; x100) is reported per
 seed, with median, mean and standard deviation, and the median difference of each recipe against the first.
-The record goes to `bench/results/finetune_recipes_ab_<name>.json` with the date, commit, machine, load
+The record goes to `experiments/results/finetune_recipes_ab_<name>.json` with the date, commit, machine, load
 average, the model's weights checksum and every option. Only a real pre-trained model (ELECTRA-Small or
 larger, full training sets, the recipe's epochs) decides the default recipe; `--harness-check` labels a run
 that only shows the harness works ("kind": "harness check, not a result").
@@ -17,26 +17,21 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
-import platform
 import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-from benchlib import cpu_name, git_commit, int_list, portable_path, usable_cores, write_result
-from finetune_glue import SCORE
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from electra.training.finetune.config import FinetuneConfig  # noqa: E402
-from electra.training.finetune.model_dir import resolve_model_dir  # noqa: E402
-from electra.training.finetune.recipe import RECIPES  # noqa: E402
-from electra.training.finetune.run import finetune  # noqa: E402
-from electra.training.finetune.tasks import TASKS  # noqa: E402
+from bench.benchlib import int_list, portable_path, result_header, write_result
+from electra.training.finetune.config import FinetuneConfig
+from electra.training.finetune.model_dir import resolve_model_dir
+from electra.training.finetune.recipe import RECIPES
+from electra.training.finetune.run import finetune
+from electra.training.finetune.tasks import TASKS
+from experiments.lib.evaluation import SCORE
+from experiments.lib.shared_data import GLUE
+from experiments.lib.store import RESULTS
 
 SMALL_GLUE = "cola,sst2,mrpc,stsb,rte"
 
@@ -83,10 +78,10 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", type=Path, required=True, help="HF-format discriminator or `pretrain` --out")
-    ap.add_argument("--glue", type=Path, default=ROOT.parent / "shared" / "data" / "glue")
+    ap.add_argument("--glue", type=Path, default=GLUE)
     ap.add_argument("--tasks", default=SMALL_GLUE)
     ap.add_argument("--recipes", default="official,hf", help="the first is the reference of the differences")
     ap.add_argument("--seeds", type=int_list, default=[1, 2, 3])
@@ -97,7 +92,7 @@ def main() -> int:
     ap.add_argument("--name", default="cpu", help="results file suffix")
     ap.add_argument("--harness-check", action="store_true", help="label the record: not a result")
     ap.add_argument("--note", default="", help="where the model came from, recorded with the result")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     recipes = args.recipes.split(",")
     tasks = args.tasks.split(",")
     bad = [r for r in recipes if r not in RECIPES] + [t for t in tasks if t not in TASKS]
@@ -108,7 +103,7 @@ def main() -> int:
         print(f"skipped: {args.glue} is absent", file=sys.stderr)
         return 0
     model_dir = resolve_model_dir(args.model)
-    load_before = os.getloadavg()
+    header = result_header(f"finetune_recipes_ab_{args.name}")
     started = time.perf_counter()
     rows: dict[str, dict[str, dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,15 +122,9 @@ def main() -> int:
         r: {t: rows[t][r]["median"] - rows[t][reference]["median"] for t in tasks} for r in recipes[1:]
     }
     record = {
-        "benchmark": "finetune_recipes_ab",
+        **header,
         "kind": "harness check, not a result" if args.harness_check else "result",
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "commit": git_commit(),
-        "machine": platform.platform(),
-        "cpu": cpu_name(),
-        "cores": usable_cores(),
-        "load_average_before": load_before,
-        "load_average_after": os.getloadavg(),
+        "load_average_after": result_header("")["load_average"],
         "model": portable_path(model_dir),
         "model_note": args.note,
         "model_weights_sha256": sha256(
@@ -148,7 +137,7 @@ def main() -> int:
         f"median_difference_vs_{reference}": differences,
         "seconds": time.perf_counter() - started,
     }
-    out = write_result(record, None, f"finetune_recipes_ab_{args.name}")
+    out = write_result(record, RESULTS / f"{header['benchmark']}.json", header["benchmark"])
     summary = ", ".join(f"{r} {a:.1f}" for r, a in averages.items())
     print(f"average of medians over {len(tasks)} tasks: {summary} -> {out}")
     return 0

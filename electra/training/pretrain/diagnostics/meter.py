@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from electra.training.pretrain.distributed import Dist
 from electra.training.pretrain.objective import ratios
+from electra.training.pretrain.state.distributed import Dist
 
 
 class TrainMeter:

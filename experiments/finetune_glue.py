@@ -1,50 +1,35 @@
 """Fine-tune one pre-trained model on several GLUE tasks and tabulate the dev metrics.
 
-    python bench/finetune_glue.py --model runs/small                       # the ELECTRA recipe, 5 tasks
-    python bench/finetune_glue.py --model runs/small --max-train-examples 8000 --max-epochs 3   # CPU budget
+    python -m experiments.finetune_glue --model runs/small                 # the ELECTRA recipe, 5 tasks
+    python -m experiments.finetune_glue --model runs/small --max-train-examples 8000 --max-epochs 3  # CPU
 
 Each task's main metric (CoLA MCC, SST-2/RTE accuracy, MRPC F1/accuracy average, STS-B Pearson/Spearman
-average; x100) and their average go to `bench/results/finetune_glue_<name>.json`, with every seed's figures.
+average; x100) and their average go to `experiments/results/finetune_glue_<name>.json`, with every
+seed's figures.
 """
 
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-from benchlib import git_commit, portable_path, write_result
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from electra.training.finetune.config import FinetuneConfig  # noqa: E402
-from electra.training.finetune.run import finetune  # noqa: E402
-from electra.training.finetune.tasks import TASKS  # noqa: E402
-
-# The figure each task contributes to the GLUE average (as in the paper's tables).
-SCORE = {
-    "cola": "mcc",
-    "sst2": "accuracy",
-    "mrpc": "f1_accuracy_avg",
-    "stsb": "pearson_spearman_avg",
-    "rte": "accuracy",
-    "qnli": "accuracy",
-    "wnli": "accuracy",
-    "qqp": "f1_accuracy_avg",
-    "mnli": "accuracy",
-}
+from bench.benchlib import portable_path, result_header, write_result
+from electra.training.finetune.config import FinetuneConfig
+from electra.training.finetune.run import finetune
+from electra.training.finetune.tasks import TASKS
+from experiments.lib.evaluation import SCORE
+from experiments.lib.shared_data import GLUE
+from experiments.lib.store import RESULTS
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", type=Path, required=True)
-    ap.add_argument("--glue", type=Path, default=ROOT.parent / "shared" / "data" / "glue")
+    ap.add_argument("--glue", type=Path, default=GLUE)
     ap.add_argument("--tasks", default="sst2,mrpc,cola,stsb,rte")
     ap.add_argument("--seeds", default="1")
     ap.add_argument("--max-train-examples", type=int, default=None, help="cap per task (CPU budgets)")
@@ -53,7 +38,7 @@ def main() -> int:
     ap.add_argument("--recipe", default=None, help="a fine-tuning recipe (default: FinetuneConfig's)")
     ap.add_argument("--name", default="cpu", help="results file suffix")
     ap.add_argument("--device", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if not args.glue.is_dir():
         print(f"skipped: {args.glue} is absent", file=sys.stderr)
         return 0
@@ -94,11 +79,9 @@ def main() -> int:
                 flush=True,
             )
     average = statistics.mean(r["score"] for r in rows.values())
+    name = f"finetune_glue_{args.name}"
     record = {
-        "benchmark": "finetune_glue",
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "commit": git_commit(),
-        "machine": platform.platform(),
+        **result_header(name),
         "model": portable_path(args.model),
         "recipe": summary["recipe"],
         "seeds": seeds,
@@ -107,7 +90,7 @@ def main() -> int:
         "tasks": rows,
         "average": average,
     }
-    out = write_result(record, None, f"finetune_glue_{args.name}")
+    out = write_result(record, RESULTS / f"{name}.json", name)
     print(f"average {average:.1f} over {len(rows)} tasks -> {out}")
     return 0
 

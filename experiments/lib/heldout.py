@@ -10,20 +10,15 @@ Two measures, both ROC AUC (1.0 perfect, 0.5 chance):
   (the swapped word scores at least 0.5), `swap_clean` (... and no other word does) and `swap_top1` (the
   swapped word scores highest in its sentence).
 
-WikiText-2 articles whose title is also an article of the pre-training corpus are left out.
-
-    python bench/heldout_detection.py --model runs/small    # a run directory (discriminator/, generator/)
-    python bench/heldout_detection.py --model electra-demo/run --swaps-only
+WikiText-2 articles whose title is also an article of the pre-training corpus are left out. The command is
+experiments/heldout_detection.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
-import json
 import random
 import re
-import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +26,10 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-SHARED = ROOT.parent / "shared" / "data"
-WIKITEXT = SHARED / "corpus" / "wikitext-2"
-WIKI = SHARED / "corpus" / "enwiki-2015-wikiextractor"
-CONLL_TRAIN = SHARED / "ner" / "conll2003" / "train.txt"
+from experiments.lib.shared_data import CONLL_TRAIN, WIKITEXT
+from experiments.lib.shared_data import WIKI as WIKI_ARTICLES
+
+WIKI = WIKI_ARTICLES.parent
 
 # Penn Treebank tags whose words are swapped for one another: a noun for a noun, a past-tense verb for one...
 SWAP_TAGS = ("NN", "NNS", "VB", "VBD", "VBG", "VBN", "VBZ", "JJ", "RB")
@@ -249,9 +242,13 @@ def generator_detection(
 
     from electra.hf_format import load_hf_dir
     from electra.training.data.dataset import PretrainingData
-    from electra.training.pretrain.detection_auc import BINS, auc_from_histograms, logit_histograms
-    from electra.training.pretrain.loader import load_rows
+    from electra.training.pretrain.diagnostics.detection_auc import (
+        BINS,
+        auc_from_histograms,
+        logit_histograms,
+    )
     from electra.training.pretrain.objective import ObjectiveConfig, electra_step
+    from electra.training.pretrain.state.loader import load_rows
     from electra.training.pretrain.trainer import data_tokenizer
 
     disc = load_hf_dir(run_dir / "discriminator", kind="discriminator")
@@ -284,28 +281,6 @@ def write_heldout_corpus(path: Path) -> Path:
     return path
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", type=Path, required=True, help="a run directory, or a discriminator directory")
-    ap.add_argument("--swaps", type=int, default=2000, help="swapped sentences (default: %(default)s)")
-    ap.add_argument("--swaps-only", action="store_true", help="skip the generator measure")
-    ap.add_argument(
-        "--work", type=Path, default=Path("runs/heldout"), help="prepared held-out data lives here"
-    )
-    args = ap.parse_args()
-    if not (WIKITEXT.is_dir() and CONLL_TRAIN.is_file()):
-        print(f"skipped: {WIKITEXT} or {CONLL_TRAIN} is absent", file=sys.stderr)
-        return 0
-    disc_dir = args.model / "discriminator" if (args.model / "discriminator").is_dir() else args.model
-    result: dict[str, float] = swap_detection(
-        disc_dir, make_swaps(sentences(heldout_paragraphs()), pos_lexicon(), args.swaps)
-    )
-    if not args.swaps_only:
-        result.update(generator_detection(args.model, prepare_heldout(args.work, disc_dir)))
-    print(json.dumps(result, indent=2))
-    return 0
-
-
 def prepare_heldout(work: Path, tokenizer: Path) -> Path:
     """The held-out text prepared as pre-training data with `tokenizer` (reused when already there)."""
     from electra.training.data.prepare import PrepareConfig, prepare_dataset
@@ -327,5 +302,10 @@ def prepare_heldout(work: Path, tokenizer: Path) -> Path:
     return out
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def detection(run_dir: Path, work: Path, swaps: int = 2000) -> dict[str, float]:
+    """Both measures for a run directory (discriminator/ and generator/): the swaps, and the generator's
+    replacements on the held-out text prepared with the run's tokenizer under `work` (one per vocabulary)."""
+    disc = run_dir / "discriminator"
+    result = swap_detection(disc, make_swaps(sentences(heldout_paragraphs()), pos_lexicon(), swaps))
+    result.update(generator_detection(run_dir, prepare_heldout(work, disc)))
+    return result

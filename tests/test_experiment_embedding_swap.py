@@ -1,23 +1,19 @@
-"""bench/embedding_swap.py: the hybrids hold exactly the parts they claim, open in transformers, and the word
-table's geometry is measured per frequency bucket. (The experiment itself needs an equal-compute run.)"""
+"""experiments/embedding_swap.py: the hybrids hold exactly the parts they claim, open in transformers, and
+the word table's geometry is measured per frequency bucket. (The experiment itself needs an equal-compute
+run.)"""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-
-import embedding_swap as es  # noqa: E402
-
-from electra.config import ElectraConfig  # noqa: E402
-from electra.hf_format import save_hf_dir  # noqa: E402
-from electra.model import ElectraDiscriminator, ElectraGenerator  # noqa: E402
+from electra.config import ElectraConfig
+from electra.hf_format import save_hf_dir
+from electra.model import ElectraDiscriminator, ElectraGenerator
+from experiments import embedding_swap as es
 
 
 def tiny() -> ElectraConfig:

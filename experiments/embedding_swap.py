@@ -1,6 +1,6 @@
 """Which part of a pre-trained encoder makes it fine-tune worse than a random one: embeddings or layers?
 
-Runs on the work directory of `bench/equal_compute.py` (its arms, budget points, fine-tuning recipe and
+Runs on the work directory of experiments/equal_compute.py (its arms, budget points, fine-tuning budgets and
 evaluation cache). For each pre-trained point asked for (--models, default every arm's last point), two
 hybrids with the random arm's encoder (same shape, same seed, same tokenizer):
 
@@ -19,10 +19,10 @@ a softmax output layer tied to the input table, every word that is not the targe
 has reaches it only as a generator's sample, always labelled replaced. Its token states: the mean cosine
 between the last layer's states of two different tokens of one SST-2 dev sentence (256 sentences).
 
-    python bench/equal_compute.py --work runs/equal-compute        # first: the arms and their scores
-    python bench/embedding_swap.py --work runs/equal-compute       # then: the README's swap table
+    python -m experiments.equal_compute --work runs/eq ...   # first: the arms and their scores
+    python -m experiments.embedding_swap --work runs/eq      # then: the swap table
 
-Writes bench/results/embedding_swap_cpu.json.
+Writes experiments/results/<--name>.json.
 """
 
 from __future__ import annotations
@@ -30,20 +30,19 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from benchlib import int_list, run_facts, write_result
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import equal_compute as ec  # noqa: E402
-
-from electra.atomic import make_temp_dir  # noqa: E402
+from bench.benchlib import result_header, write_result
+from electra.atomic import make_temp_dir
+from experiments.lib.arms import PRETRAINED, Setup, finetune_keys, load_setup, point_dir
+from experiments.lib.evaluation import finetune_each, prefixed, task_scores
+from experiments.lib.pretraining import POINT_RECORD, encoder_dir
+from experiments.lib.shared_data import GLUE
+from experiments.lib.store import RESULTS, Cache
 
 PARTS = ("layers", "embeddings")
 EMBEDDING_PREFIX = "electra.embeddings"  # also matches electra.embeddings_project
@@ -143,7 +142,7 @@ def geometry(model: Path, buckets: dict[str, np.ndarray]) -> dict[str, float | N
 
 
 def sst2_sentences(limit: int = 256) -> list[str]:
-    lines = (ec.GLUE / "SST-2" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    lines = (GLUE / "SST-2" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]
     return [line.split("\t")[0] for line in lines[:limit]]
 
 
@@ -173,15 +172,15 @@ def state_cosine(model: Path, sentences: list[str]) -> float:
     return float(np.mean(means))
 
 
-def parse_models(spec: str | None, work: Path) -> list[tuple[str, float]]:
+def parse_models(spec: str | None, setup: Setup, seed: int) -> list[tuple[str, float]]:
     """'gdes@1,mlm@0.5' -> [("gdes", 1.0), ("mlm", 0.5)]; by default every pre-trained arm's last point."""
     if spec:
         models = []
         for item in spec.split(","):
             arm, _, point = item.partition("@")
-            if arm not in ec.PRETRAINED or not point:
+            if arm not in PRETRAINED or not point:
                 raise SystemExit(
-                    f"--models: {item!r} is not ARM@FRACTION with ARM one of {', '.join(ec.PRETRAINED)}"
+                    f"--models: {item!r} is not ARM@FRACTION with ARM one of {', '.join(PRETRAINED)}"
                 )
             try:
                 models.append((arm, float(point)))
@@ -189,67 +188,59 @@ def parse_models(spec: str | None, work: Path) -> list[tuple[str, float]]:
                 raise SystemExit(f"--models: {point!r} in {item!r} is not a fraction") from None
         return models
     found = []
-    for arm in ec.PRETRAINED:
-        points = sorted(
-            json.loads(p.read_text())["point"] for p in (work / "arms" / arm).glob("point-*/point.json")
-        )
+    for arm in PRETRAINED:
+        records = point_dir(setup, arm, seed, 0).parent.glob(f"point-*/{POINT_RECORD}")
+        points = sorted(json.loads(p.read_text())["point"] for p in records)
         if points:
             found.append((arm, points[-1]))
     return found
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--work", type=Path, required=True, help="the work directory of bench/equal_compute.py")
-    ap.add_argument("--models", default=None, help="ARM@FRACTION,... (default: every arm's last point)")
-    ap.add_argument("--tasks", default="sst2", help="a subset of the equal-compute run's tasks")
-    ap.add_argument("--seeds", type=int_list, default=[1, 2, 3])
-    ap.add_argument("--max-train-examples", type=int, default=3000)
-    ap.add_argument("--max-epochs", type=int, default=3)
-    ap.add_argument("--name", default="embedding_swap_cpu", help="results file name")
-    a = ap.parse_args()
-    started = time.perf_counter()
-    rand = a.work / "arms" / "random" / "point-000"
-    if not (rand / "config.json").is_file():
-        raise SystemExit(f"{a.work}: no random arm; run bench/equal_compute.py --work {a.work} first")
-    setup = ec.Setup(
-        work=a.work,
-        size="micro",
-        steps=0,
-        batch_size=0,
-        lr=None,
-        generator_lr_scale=0.0,
-        points=(),
-        tasks=tuple(a.tasks.split(",")),
-        seeds=tuple(a.seeds),
-        max_train_examples=a.max_train_examples,
-        max_epochs=a.max_epochs,
-        swaps=0,
+    ap.add_argument(
+        "--work", type=Path, required=True, help="the work directory of experiments.equal_compute"
     )
-    models = parse_models(a.models, a.work)
+    ap.add_argument("--models", default=None, help="ARM@FRACTION,... (default: every arm's last point)")
+    ap.add_argument("--seed", type=int, default=None, help="the pre-training seed (default: the first)")
+    ap.add_argument("--tasks", default="sst2", help="a subset of the equal-compute run's tasks")
+    ap.add_argument("--name", default="embedding_swap", help="results file name")
+    a = ap.parse_args(argv)
+    started = time.perf_counter()
+    try:
+        setup = load_setup(a.work)
+    except FileNotFoundError as e:
+        raise SystemExit(str(e)) from None
+    seed = a.seed if a.seed is not None else setup.pretrain_seeds[0]
+    tasks = tuple(a.tasks.split(","))
+    if unknown := set(tasks) - set(setup.tasks):
+        raise SystemExit(f"--tasks: {sorted(unknown)} not among the experiment's {', '.join(setup.tasks)}")
+    rand = point_dir(setup, "random", seed, 0.0)
+    if not (rand / "config.json").is_file():
+        raise SystemExit(f"{a.work}: no random arm of seed {seed}; run experiments.equal_compute there first")
+    models = parse_models(a.models, setup, seed)
     if not models:
-        raise SystemExit(
-            f"{a.work}: no pre-trained point yet; run bench/equal_compute.py --work {a.work} first"
-        )
+        raise SystemExit(f"{a.work}: no pre-trained point of seed {seed} yet")
     # The whole-encoder rows come from equal_compute's own cache: one evaluation of each, never two.
-    arms_cache = ec.Cache(a.work / "evaluations.jsonl")
-    cache = ec.Cache(a.work / "embedding_swap.jsonl")
+    arms_cache = Cache(a.work / "evaluations.jsonl")
+    cache = Cache(a.work / "embedding_swap.jsonl")
     from electra.config import ElectraConfig
 
     vocab_size = ElectraConfig.from_json_file(rand / "config.json").vocab_size
     sentences = sst2_sentences()
     buckets = frequency_buckets(token_counts(setup.data, vocab_size))
+    ft_seeds = setup.finetune_seeds
     rows = [
         {
             "model": "random",
             "part": "all",
-            "scores": ec.task_scores(arms_cache, "finetune/random/0.0", setup.tasks, setup.seeds),
+            "scores": task_scores(arms_cache, finetune_keys(setup, "random", seed, 0.0), tasks, ft_seeds),
             "word_table_cosine": geometry(rand, buckets),
             "state_cosine": state_cosine(rand, sentences),
         }
     ]
     for arm, point in models:
-        encoder = ec.encoder_dir(ec.point_dir(setup, arm, point))
+        encoder = encoder_dir(point_dir(setup, arm, seed, point))
         if not (encoder / "config.json").is_file():
             raise SystemExit(f"{encoder}: no such pre-trained point")
         label = f"{arm}@{point:g}"
@@ -257,42 +248,40 @@ def main() -> int:
             {
                 "model": label,
                 "part": "all",
-                "scores": ec.task_scores(arms_cache, f"finetune/{arm}/{point}", setup.tasks, setup.seeds),
+                "scores": task_scores(arms_cache, finetune_keys(setup, arm, seed, point), tasks, ft_seeds),
                 "word_table_cosine": geometry(encoder, buckets),
                 "state_cosine": state_cosine(encoder, sentences),
             }
         )
         for part in PARTS:
-            hybrid = write_hybrid(encoder, rand, part, a.work / "swaps" / label / f"pretrained-{part}")
-            ec.finetune_each(
-                setup,
+            hybrid = write_hybrid(
+                encoder, rand, part, a.work / "swaps" / f"seed-{seed}" / label / f"pretrained-{part}"
+            )
+            keys = prefixed(f"swap/{arm}/{seed}/{point}/{part}")
+            finetune_each(
                 cache,
-                f"swap/{arm}/{point}/{part}",
+                keys,
                 hybrid,
-                {"arm": arm, "point": point, "part": part},
+                tasks,
+                ft_seeds,
+                setup.budgets,
+                {"arm": arm, "pretrain_seed": seed, "point": point, "part": part},
                 f"{label} pre-trained {part} only,",
             )
-            rows.append(
-                {
-                    "model": label,
-                    "part": part,
-                    "scores": ec.task_scores(cache, f"swap/{arm}/{point}/{part}", setup.tasks, setup.seeds),
-                }
-            )
+            rows.append({"model": label, "part": part, "scores": task_scores(cache, keys, tasks, ft_seeds)})
     result = {
-        "benchmark": "embedding_swap",
         "setup": {
-            "tasks": setup.tasks,
-            "seeds": setup.seeds,
-            "max_train_examples": setup.max_train_examples,
-            "max_epochs": setup.max_epochs,
-            "recipe": "official (the default)",
+            "tasks": tasks,
+            "seeds": ft_seeds,
+            "pretrain_seed": seed,
+            "budgets": {t: setup.budgets[t].describe() for t in tasks},
             "buckets": {k: len(v) for k, v in buckets.items()},
         },
         "rows": rows,
-        **run_facts(started),
+        **result_header(a.name),
+        "seconds": time.perf_counter() - started,
     }
-    path = write_result(result, None, a.name)
+    path = write_result(result, RESULTS / f"{a.name}.json", a.name)
     print(f"wrote {path}")
     print(markdown_table(result))
     return 0

@@ -4,7 +4,8 @@ A discriminator that answers "replaced with probability q" for every token, q th
 scores the binary entropy H(q) as its loss: about 0.41 nats at 15%. Its `disc_prior_gain`, the share of H(q)
 its loss removes (1 - loss / H(q)), is then 0, its recall 0 and its ROC AUC 0.5. Every run starts there; a
 collapsed one gets back there after having learned, typically once the generator's samples stop being rare
-words (README, "When pre-training collapses"). Left unflagged it looks like a run that has merely slowed down.
+words (docs/pretraining.md, "When pre-training collapses"). Left unflagged it looks like a run that has
+merely slowed down.
 """
 
 from __future__ import annotations

@@ -19,21 +19,30 @@ from torch import nn
 
 from electra.errors import InputError
 from electra.files import CHECKPOINTS_DIR
-from electra.training.pretrain.checkpoint import (
+from electra.training.pretrain.config import (
+    DEFAULT_EMBEDDING_SHARING,
+    DEFAULT_GENERATOR_LR_SCALE,
+    DEFAULT_GENERATOR_LR_SCOPE,
+)
+from electra.training.pretrain.diagnostics.collapse import CollapseWatch
+from electra.training.pretrain.state.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
     log_message,
     save_checkpoint,
 )
-from electra.training.pretrain.collapse import CollapseWatch
-from electra.training.pretrain.rng import GlobalRng
+from electra.training.pretrain.state.rng import GlobalRng
 
 # Keys of a TrainState's state_dict that get files of their own; every other key goes to trainer_state.json.
 MODEL_STATE = "model"  # -> model.safetensors
 OPTIMIZER_STATE = "optimizer"  # -> optimizer.pt
 RNG_STATE = "rng"  # -> rng.pt
 # What a checkpoint written before a run setting existed was trained with.
-RUN_DEFAULTS = {"embedding_sharing": "tied", "generator_lr_scale": 1.0}
+RUN_DEFAULTS = {
+    "embedding_sharing": DEFAULT_EMBEDDING_SHARING,
+    "generator_lr_scale": DEFAULT_GENERATOR_LR_SCALE,
+    "generator_lr_scope": DEFAULT_GENERATOR_LR_SCOPE,
+}
 
 
 class Stateful(Protocol):

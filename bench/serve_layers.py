@@ -1,0 +1,272 @@
+"""What each layer of the server's request path costs: CPU time per /detect request, in process (the ASGI app
+called directly, no network, so the figures are the app's own), for the full app and for the app with one
+middleware left out, beside `bench.bare_server`'s app and a minimal Litestar app that calls the same runner
+(the framework's own floor). Variants alternate in rounds (order rotated, `benchlib.round_order`); each
+layer's cost is the median over rounds of (full - without it), each round's pair measured back to back.
+
+CPU time of the calling thread (`time.thread_time`), not wall time: what a layer costs does not depend on
+what else the machine runs, which a shared 2-core machine cannot promise for latency. The model's own time
+(ONNX Runtime, partly in its own threads) is in every variant alike.
+
+    python -m bench.serve_layers                  # 9 rounds of 500 requests per variant
+    python -m bench.serve_layers --rounds 3 --requests 100 --size tiny   # a quick look
+
+Writes bench/results/serve_layers_cpu.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from bench.benchlib import random_models, result_header, round_order, write_result
+from bench.loadgen import BERT_VOCAB, MAX_SEQ_LEN
+
+TEXT = "The chef cooked the river while the guests waited in the garden."
+BODY = json.dumps({"text": TEXT, "truncate": True}).encode()
+# The app's middlewares, as electra.serving.app wires them: (name in that module, whether it is a factory
+# called with settings first, so that leaving it out means a factory of the identity).
+MIDDLEWARES = {
+    "count_arrivals": True,
+    "http_metrics": True,
+    "client_gone": False,
+    "request_body": True,
+    "server_timing": False,
+    "decode_content": True,
+}
+
+
+def _identity(app: Any) -> Any:
+    return app
+
+
+@contextmanager
+def without(layer: str | None) -> Iterator[None]:
+    """electra.serving.app as create_app sees it with `layer` left out (None: all of them in)."""
+    import electra.serving.app as appmod
+    from electra.serving.statistics import Statistics
+
+    if layer is None:
+        yield
+        return
+    if layer == "statistics":
+        saved = Statistics.middleware
+        Statistics.middleware = lambda self, app: app  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            Statistics.middleware = saved  # type: ignore[method-assign]
+        return
+    saved = getattr(appmod, layer)
+    setattr(appmod, layer, (lambda *a, **k: _identity) if MIDDLEWARES[layer] else _identity)
+    try:
+        yield
+    finally:
+        setattr(appmod, layer, saved)
+
+
+def build_bundle(work: Path, size: str) -> Path:
+    from electra.config import ElectraConfig
+    from electra.onnx.export import export_bundle
+    from electra.tokenizer import load_tokenizer
+    from electra.training.data.tokenizer_train import train_tokenizer
+
+    tokenizer = load_tokenizer(BERT_VOCAB) if BERT_VOCAB.is_file() else train_tokenizer([TEXT] * 50, 200)
+    cfg = ElectraConfig.from_size(size, vocab_size=tokenizer.get_vocab_size())
+    model = random_models(work, {"detector": ("discriminator", cfg)}, tokenizer)["detector"]
+    out = work / "detector-bundle"
+    export_bundle(model, out, max_seq_len=MAX_SEQ_LEN)
+    return out
+
+
+def scope(path: str, body: bytes) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"localhost"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+
+
+async def call(app: Any, path: str = "/detect", body: bytes = BODY) -> int:
+    """One request through the ASGI app; its status. The client stays until the answer, as a real one
+    would: receive() after the body waits (and is cancelled when the app is done with it)."""
+    done = asyncio.Event()
+    sent = False
+    status = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+
+    await app(scope(path, body), receive, send)
+    done.set()
+    return status
+
+
+async def start(app: Any) -> None:
+    """The app's lifespan started and its models warmed up, when it has them."""
+    queue: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+    started = asyncio.Event()
+    await queue.put({"type": "lifespan.startup"})
+
+    async def receive() -> dict[str, str]:
+        return await queue.get()
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "lifespan.startup.complete":
+            started.set()
+
+    asyncio.get_running_loop().create_task(
+        app({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send)
+    )
+    await started.wait()
+    state = getattr(getattr(app, "state", None), "electra", None)
+    while state is not None and not state.ready:
+        await asyncio.sleep(0.02)
+
+
+class MinimalBody(msgspec.Struct):
+    text: str
+    truncate: bool = True
+
+
+def minimal_litestar(runner: Any) -> Any:
+    """The least a Litestar app does for /detect: one route, msgspec in and out, the same runner."""
+    from litestar import Litestar, post
+
+    @post("/detect", status_code=200)
+    async def detect(data: MinimalBody) -> dict[str, list[float]]:
+        encoded = runner.encode([data.text])
+        return {"logits": runner.infer(encoded)[0].tolist()}
+
+    return Litestar(route_handlers=[detect], logging_config=None, debug=False)
+
+
+def apps(bundle: Path) -> dict[str, Any]:
+    from bench.bare_app import make_app
+    from electra.serving.app import create_app
+    from electra.serving.runtime import ModelRunner
+    from electra.serving.settings import ModelSpec, ServeSettings
+
+    settings = ServeSettings(models=(ModelSpec("detector", bundle),))
+    out: dict[str, Any] = {}
+    for layer in (None, *MIDDLEWARES, "statistics"):
+        with without(layer):
+            out["full" if layer is None else f"without {layer}"] = create_app(settings)
+    runner = ModelRunner("detector", bundle)
+    out["litestar minimal"] = minimal_litestar(runner)
+    out["bare"] = make_app(runner)
+    return out
+
+
+async def measure(
+    variants: dict[str, Any], rounds: int, requests: int, say: Callable[[str], None]
+) -> dict[str, Any]:
+    for app in variants.values():
+        await start(app)
+        for _ in range(200):  # warm: ORT's first calls, Litestar's caches
+            status = await call(app)
+            if status != 200:
+                name = next(n for n, a in variants.items() if a is app)
+                raise SystemExit(f"{name}: warm-up answered {status}")
+    per_round: dict[str, list[float]] = {name: [] for name in variants}
+    for r in range(rounds):
+        for name in round_order(list(variants), r):
+            app = variants[name]
+            t = time.thread_time()
+            for _ in range(requests):
+                await call(app)
+            per_round[name].append(1e6 * (time.thread_time() - t) / requests)
+        full, bare = per_round["full"][-1], per_round["bare"][-1]
+        say(f"round {r + 1}/{rounds}: full {full:.0f} us, bare {bare:.0f} us")
+    full = per_round["full"]
+    return {
+        name: {
+            "cpu_us_per_request_median": statistics.median(values),
+            "per_round": values,
+            **(
+                {
+                    "full_minus_this_us_median": statistics.median(
+                        f - v for f, v in zip(full, values, strict=True)
+                    )
+                }
+                if name != "full"
+                else {}
+            ),
+        }
+        for name, values in per_round.items()
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", default="small", help="model size of the detector (default: %(default)s)")
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--requests", type=int, default=500, help="per variant per round")
+    ap.add_argument("--name", default="serve_layers_cpu")
+    a = ap.parse_args(argv)
+    header = result_header(a.name)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="serve-layers-") as tmp:
+        bundle = build_bundle(Path(tmp), a.size)
+        variants = apps(bundle)
+        figures = asyncio.run(measure(variants, a.rounds, a.requests, lambda line: print(line, flush=True)))
+    full = figures["full"]["cpu_us_per_request_median"]
+    bare = figures["bare"]["cpu_us_per_request_median"]
+    record = {
+        **header,
+        "what": "CPU time of the calling thread per /detect request, in process (ASGI, no network)",
+        "text": TEXT,
+        "size": a.size,
+        "rounds": a.rounds,
+        "requests_per_round": a.requests,
+        "variants": figures,
+        "full_vs_bare": full / bare,
+        "load_average_end": result_header("")["load_average"],
+        "seconds": time.perf_counter() - started,
+    }
+    path = write_result(record, None, a.name)
+    for name, f in figures.items():
+        cost = f.get("full_minus_this_us_median")
+        print(
+            f"{name:28s} {f['cpu_us_per_request_median']:7.0f} us"
+            + (f"  (full - this: {cost:+.0f} us)" if cost is not None else "")
+        )
+    print(f"full / bare: {full / bare:.2f}x; wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

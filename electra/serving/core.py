@@ -1,0 +1,524 @@
+"""The inference core: a typed request in (detect, tag, classify, fill-mask's suggestions), checked once, run
+through the model's queue, a result out. Every route only translates its protocol to one of these requests
+and the result back (text-embeddings-inference's `Infer`, under its routers), so /detect, a v2 infer and
+/hf of the same texts pass the same checks in the same order and give the same scores.
+
+What runs the model is a `Backend`: the server's (electra.serving.state.ServerState: batchers, metrics,
+statistics, readiness), or `LocalBackend`, which calls the runners directly, for a program that scores texts
+without a server (the demo, the benchmarks, the experiments): `local_inference(...)` and `run(...)`.
+
+Failures are raised as HTTPException or as the batcher's and the runtime's exceptions;
+electra.serving.error_responses turns them into answers, and a local caller reads the same message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import sys
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+from litestar.exceptions import HTTPException
+
+from electra.serving import statistics, timing
+from electra.serving.encoded import Encoded
+from electra.serving.generator import GeneratorRunner
+from electra.serving.postprocess import classify_result, detect_result
+from electra.serving.runtime import ModelRunner
+from electra.serving.schemas import DEFAULT_THRESHOLD, ClassifyResult, DetectResult
+from electra.serving.settings import ModelSpec, ServeSettings
+from electra.serving.suggest import Target, attach, flagged, mask_targets, plan
+from electra.serving.windows import (
+    Document,
+    TokenLogits,
+    default_stride,
+    first_window,
+    max_stride,
+    merge,
+    split,
+)
+
+# fill-mask's answer carries the whole text as each proposal's `sequence`, so it grows as masks x top_k x text
+# length: a 20 kB text of [MASK]s at top_k 20 would answer gigabytes. The pipeline's shape cannot be changed,
+# so the product is bounded (16M characters: a 50,000-character text, the default --max-chars, with 16 masks
+# at top_k 20) and a request over it gets a 413 before the generator runs.
+MAX_SEQUENCE_CHARS = 16_000_000
+# Requests with more characters than this are tokenized in a worker thread rather than on the event loop.
+INLINE_TOKENIZE_CHARS = 4096
+KIND_ROUTE = {"discriminator": "/detect", "classifier": "/classify", "tagger": "/tag"}
+
+T = TypeVar("T")
+
+
+# --- the requests ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Detect:
+    """Score every token of each text (probability it was replaced); with `suggest`, the generator's best
+    replacements for each flagged one. `field` is what the protocol calls the texts, for its errors."""
+
+    texts: list[str]
+    threshold: float = DEFAULT_THRESHOLD
+    level: str = "token"
+    stride: int | None = None
+    truncate: bool = False
+    suggest: int | None = None
+    field: str = "texts"
+
+
+@dataclass(frozen=True)
+class Tag:
+    """Each token's logits of a per-token model (a tagger, or a detector for token-classification)."""
+
+    texts: list[str]
+    stride: int | None = None
+    truncate: bool = False
+    field: str = "texts"
+
+
+@dataclass(frozen=True)
+class Classify:
+    """Texts or text pairs through a classifier."""
+
+    pairs: list[tuple[str, str | None]]
+    truncate: bool = False
+    field: str = "inputs"
+
+
+@dataclass(frozen=True)
+class FillMask:
+    """fill-mask's proposals for each text: its [MASK]s filled by the generator, or where it holds none, the
+    tokens the detector flags; `targets` (words) limits what may be proposed."""
+
+    texts: list[str]
+    top_k: int
+    targets: str | list[str] | None = None
+    field: str = "inputs"
+
+
+@dataclass(frozen=True)
+class Filled:
+    """Per text: its document, its targets (masks or flagged tokens), whether they were [MASK]s, and each
+    target's top tokens (TOP_TOKENS rows)."""
+
+    docs: list[Document]
+    targets: list[list[Target]]
+    masked: list[bool]
+    rows: list[list[np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Classified:
+    encoded: list[Encoded]
+    logits: list[np.ndarray]
+    results: list[ClassifyResult]
+
+
+class Backend(Protocol):
+    """What runs the model calls of the core's requests."""
+
+    def check_ready(self) -> None: ...
+
+    def tokenized(self, name: str, seconds: float) -> None: ...
+
+    async def submit(self, name: str, encoded: list[Encoded], inputs: int) -> list[Any]: ...
+
+
+# --- the core ----------------------------------------------------------------------------------------------
+
+
+class Inference:
+    """The loaded models, the limits of the settings and a backend: every request's checks and model calls."""
+
+    def __init__(self, runners: dict[str, ModelRunner], settings: ServeSettings, backend: Backend) -> None:
+        self.runners = runners
+        self.settings = settings
+        self.backend = backend
+        self.by_kind = {k: {n: r for n, r in runners.items() if r.kind == k} for k in KIND_ROUTE}
+
+    # --- which model ----------------------------------------------------------------------------------
+
+    def pick(self, name: str | None, kind: str) -> ModelRunner:
+        """The model of `kind` a request names, or the only one loaded (the JSON routes)."""
+        candidates = self.by_kind[kind]
+        route = KIND_ROUTE[kind]
+        if name is not None:
+            runner = self.runners.get(name)
+            if runner is None:
+                raise HTTPException(
+                    status_code=404,
+                    detail=f"model {name!r} is not loaded; loaded for {route}: {_names(candidates)}",
+                )
+            if runner.kind != kind:
+                raise HTTPException(
+                    status_code=400,
+                    detail=f"model {name!r} is a {runner.kind}; send it to {KIND_ROUTE[runner.kind]}",
+                )
+            return runner
+        if not candidates:
+            raise HTTPException(
+                status_code=404, detail=f"no {kind} model is loaded, so {route} has nothing to run"
+            )
+        if len(candidates) > 1:
+            raise HTTPException(
+                status_code=400,
+                detail=f"several models serve {route}; name one in 'model': {_names(candidates)}",
+            )
+        return next(iter(candidates.values()))
+
+    def named(self, name: str, version: str | None = None, only: str | None = None) -> ModelRunner:
+        """The model a path names, of any kind (the v2 and /hf routes); `only`: the one version it has."""
+        runner = self.runners.get(name)
+        if runner is None:
+            raise HTTPException(
+                status_code=404,
+                detail=f"model {name!r} is not loaded; loaded: {', '.join(sorted(self.runners))}",
+            )
+        if version not in (None, only):
+            raise HTTPException(
+                status_code=404, detail=f"model {name!r} has version {only} only, not {version!r}"
+            )
+        return runner
+
+    # --- the requests ------------------------------------------------------------------------------
+
+    async def detect(
+        self, request: Detect, runner: ModelRunner | None = None, model: str | None = None
+    ) -> tuple[ModelRunner, list[DetectResult]]:
+        """Checked in one order for every protocol: the texts, the model (`runner`, or picked by `model`),
+        the windows, the suggestions, readiness; then scored."""
+        self.check_sizes(request.texts, request.field)
+        runner = runner or self.pick(model, "discriminator")
+        stride = self.check_stride(runner, request.stride, request.truncate)
+        self.check_suggest(runner, request.suggest)
+        self.backend.check_ready()
+        results = await self._score_tokens(
+            runner, request.texts, request.threshold, request.level, stride, request.suggest
+        )
+        return runner, results
+
+    async def tag(
+        self, request: Tag, runner: ModelRunner | None = None, model: str | None = None
+    ) -> tuple[ModelRunner, list[TokenLogits]]:
+        """Each text's per-token logits through windows, checked as detect's."""
+        self.check_sizes(request.texts, request.field)
+        runner = runner or self.pick(model, "tagger")
+        stride = self.check_stride(runner, request.stride, request.truncate)
+        self.backend.check_ready()
+        return runner, await self.token_logits(runner, request.texts, stride)
+
+    async def classify(
+        self, request: Classify, runner: ModelRunner | None = None, model: str | None = None
+    ) -> tuple[ModelRunner, Classified]:
+        """Checked (the inputs, the model, readiness), tokenized (TooLong over the model with truncate off)
+        and run: each input's logits and result."""
+        runner = runner or self.pick(model, "classifier")
+        pairs = request.pairs
+        self.check_sizes([a for a, _ in pairs], request.field)
+        self.check_chars([b for _, b in pairs if b is not None])
+        self.check_fits(len(pairs), "model inputs")
+        self.backend.check_ready()
+        encoded = await self.tokenize(
+            runner, functools.partial(runner.encode, truncate=request.truncate), pairs
+        )
+        rows = await self.backend.submit(runner.name, encoded, len(encoded))
+        results = [
+            classify_result(row, runner.labels, runner.regression, runner.multi_label, enc.truncated)
+            for enc, row in zip(encoded, rows, strict=True)
+        ]
+        return runner, Classified(encoded, rows, results)
+
+    async def fill_mask(self, request: FillMask, runner: ModelRunner) -> Filled:
+        """Checked (the texts, the suggestions, the targets, readiness, the answer's size); masks found or
+        the detector's flags scored; the generator's proposals for each."""
+        texts = request.texts
+        self.check_sizes(texts, request.field)
+        self.check_suggest(runner, request.top_k, "top_k")
+        candidates = _target_ids(runner, request.targets)
+        self.backend.check_ready()
+        mask_token = self.generator(runner).token(runner.mask_id)
+        masked = [mask_token in t for t in texts]
+        stride = default_stride(runner.max_seq_len)
+        docs: dict[int, Document] = {}
+        targets: dict[int, list[Target]] = {}
+        with_masks = [i for i, m in enumerate(masked) if m]
+        plain = [i for i, m in enumerate(masked) if not m]
+        if with_masks:
+            whole = await self.tokenize(runner, runner.encode_whole, [texts[i] for i in with_masks])
+            for i, enc in zip(with_masks, whole, strict=True):
+                docs[i] = split(enc, runner.max_seq_len, stride)
+                targets[i] = mask_targets(enc, runner.mask_id)
+        if plain:
+            scored = await self.token_logits(runner, [texts[i] for i in plain], stride)
+            for i, s in zip(plain, scored, strict=True):
+                docs[i] = s.doc
+                result = detect_result(texts[i], s.encoded, s.logits, DEFAULT_THRESHOLD, "token")
+                targets[i] = flagged(result, s.encoded, "token")
+        order = range(len(texts))
+        top_k = request.top_k if candidates is None else min(request.top_k, len(candidates))
+        answer = sum(len(targets[i]) * len(texts[i]) for i in order) * top_k
+        if answer > MAX_SEQUENCE_CHARS:
+            raise HTTPException(
+                status_code=413,
+                detail=f"the answer would repeat the text in {answer:,} characters of 'sequence' (masks x "
+                f"top_k x text length); at most {MAX_SEQUENCE_CHARS:,}: send fewer [MASK]s, a lower top_k or "
+                "shorter texts",
+            )
+        all_docs, all_targets = [docs[i] for i in order], [targets[i] for i in order]
+        rows = await self.suggestions(runner, all_docs, all_targets, top_k, False, candidates)
+        return Filled(all_docs, all_targets, masked, rows)
+
+    # --- the model calls the requests are made of --------------------------------------------------
+
+    async def _score_tokens(
+        self,
+        runner: ModelRunner,
+        texts: list[str],
+        threshold: float,
+        level: str,
+        stride: int | None,
+        suggest: int | None,
+    ) -> list[DetectResult]:
+        out = []
+        scored = await self.token_logits(runner, texts, stride)
+        for text, s in zip(texts, scored, strict=True):
+            result = detect_result(text, s.encoded, s.logits, threshold, level)
+            result.windows = s.windows
+            out.append(result)
+        if suggest is not None:
+            targets = [flagged(r, s.encoded, level) for r, s in zip(out, scored, strict=True)]
+            rows = await self.suggestions(runner, [s.doc for s in scored], targets, suggest, level == "word")
+            generator = self.generator(runner)
+            for text, s, result, found, row in zip(texts, scored, out, targets, rows, strict=True):
+                attach(
+                    text,
+                    s.encoded,
+                    result,
+                    found,
+                    row,
+                    generator.tokens,
+                    generator.prefix,
+                    generator.lowercase,
+                )
+        return out
+
+    async def suggestions(
+        self,
+        runner: ModelRunner,
+        docs: list[Document],
+        targets: list[list[Target]],
+        top_k: int,
+        whole_words: bool,
+        candidates: tuple[int, ...] | None = None,
+    ) -> list[list[np.ndarray]]:
+        """Per document, each target's `top_k` tokens from the generator (TOP_TOKENS rows), through its
+        queue."""
+        generator = self.generator(runner)
+        plans = [
+            plan(doc, found, runner.mask_id, top_k, whole_words, candidates=candidates)
+            for doc, found in zip(docs, targets, strict=True)
+        ]
+        inputs = [x for p in plans for x in p.inputs]
+        if not inputs:
+            return [[] for _ in docs]
+        self.check_fits(len(inputs), "generator inputs", "fewer texts or a higher threshold (fewer flagged)")
+        rows = iter(await self.backend.submit(generator.name, inputs, sum(1 for t in targets if t)))
+        out = []
+        for p, found in zip(plans, targets, strict=True):
+            answer: list[np.ndarray] = [np.empty(0)] * len(found)
+            for answered, row in zip(p.answers, [next(rows) for _ in p.inputs], strict=True):
+                for target, top in zip(answered, row, strict=True):
+                    answer[target] = top
+            out.append(answer)
+        return out
+
+    def generator(self, runner: ModelRunner) -> GeneratorRunner:
+        if runner.generator is None:
+            raise HTTPException(
+                status_code=400,
+                detail=f"model {runner.name!r} has no generator, so it cannot suggest replacements; export "
+                "it with `electra export --generator` (the generator it was pre-trained with)",
+            )
+        return runner.generator
+
+    async def token_logits(
+        self, runner: ModelRunner, texts: list[str], stride: int | None
+    ) -> list[TokenLogits]:
+        """Each text's per-token logits, from windows that overlap by `stride` tokens merged into one
+        document (see electra.serving.windows), or with `stride` None from its first window only."""
+        whole = await self.tokenize(runner, runner.encode_whole, texts)
+        if stride is None:
+            encoded = [first_window(enc, runner.max_seq_len) for enc in whole]
+            self.check_fits(len(encoded), "model windows")
+            rows = await self.backend.submit(runner.name, encoded, len(texts))
+            return [TokenLogits(enc, row, 1) for enc, row in zip(encoded, rows, strict=True)]
+        docs = [split(enc, runner.max_seq_len, stride) for enc in whole]
+        self.check_fits(sum(len(doc.windows) for doc in docs), "model windows")
+        rows = iter(
+            await self.backend.submit(runner.name, [w for doc in docs for w in doc.windows], len(texts))
+        )
+        return [
+            TokenLogits(doc.full, merge(doc, [next(rows) for _ in doc.windows]), len(doc.windows), doc)
+            for doc in docs
+        ]
+
+    async def tokenize(
+        self, runner: ModelRunner, encode: Callable[[list[Any]], list[Encoded]], items: list[Any]
+    ) -> list[Encoded]:
+        """`encode(items)`, off the event loop when the texts are long (TooLong: see error_response)."""
+        # From here on the request is the model's: it counts in its statistics as a success or a failure.
+        statistics.entered(runner.name)
+        start = time.perf_counter()
+        chars = sum(len(x) if isinstance(x, str) else len(x[0]) + len(x[1] or "") for x in items)
+        if chars <= INLINE_TOKENIZE_CHARS:
+            encoded = encode(items)
+        else:
+            encoded = await asyncio.to_thread(encode, items)
+        elapsed = time.perf_counter() - start
+        self.backend.tokenized(runner.name, elapsed)
+        timing.add("tokenize", elapsed)
+        return encoded
+
+    # --- the checks ------------------------------------------------------------------------------------
+
+    def check_ready(self) -> None:
+        self.backend.check_ready()
+
+    def check_sizes(self, texts: Sequence[str], field: str) -> None:
+        if not texts:
+            raise HTTPException(status_code=400, detail=f"'{field}' is empty; send at least one input")
+        if len(texts) > self.settings.max_texts:
+            raise HTTPException(
+                status_code=413,
+                detail=f"{len(texts)} inputs in one request; the limit is {self.settings.max_texts}",
+            )
+        self.check_chars(texts)
+
+    def check_chars(self, texts: Sequence[str]) -> None:
+        s = self.settings
+        for i, text in enumerate(texts):
+            if len(text) > s.max_chars:
+                raise HTTPException(
+                    status_code=413,
+                    detail=f"input {i} has {len(text):,} characters; the limit is {s.max_chars:,} per text",
+                )
+
+    def check_stride(self, runner: ModelRunner, stride: int | None, truncate: bool) -> int | None:
+        """The overlap of `runner`'s windows for this request; None when truncate asks for one window."""
+        if truncate:
+            if stride is not None:
+                raise HTTPException(
+                    status_code=400,
+                    detail="'stride' is the overlap of windows over a long text; truncate=true scores only "
+                    "the first window, so send one or the other",
+                )
+            return None
+        if stride is None:
+            return default_stride(runner.max_seq_len)
+        limit = max_stride(runner.max_seq_len)
+        if stride > limit:
+            raise HTTPException(
+                status_code=400,
+                detail=f"'stride' is {stride}; model {runner.name!r} takes windows of {runner.max_seq_len} "
+                f"tokens, so the overlap can be at most {limit}",
+            )
+        return stride
+
+    def check_suggest(self, runner: ModelRunner, top_k: int | None, name: str = "suggest") -> None:
+        """A request's number of suggestions per token, against the model and --max-suggest."""
+        if top_k is None:
+            return
+        self.generator(runner)
+        limit = self.settings.max_suggest
+        if top_k > limit:
+            raise HTTPException(
+                status_code=413,
+                detail=f"'{name}' is {top_k}; the server answers at most {limit} suggestions per token "
+                "(--max-suggest)",
+            )
+
+    def check_fits(self, inputs: int, what: str, send: str = "fewer or shorter texts") -> None:
+        # The queue takes a request's inputs all at once or not at all: more than it holds could never
+        # run, and a 503 would send the client into retrying forever.
+        limit = self.settings.max_queue
+        if inputs > limit:
+            raise HTTPException(
+                status_code=413,
+                detail=f"the request needs {inputs:,} {what}; at most {limit:,} fit in the model's queue "
+                f"(--max-queue): send {send} per request",
+            )
+
+
+def _names(runners: dict[str, ModelRunner]) -> str:
+    return ", ".join(sorted(runners)) or "none"
+
+
+def _target_ids(runner: ModelRunner, targets: str | list[str] | None) -> tuple[int, ...] | None:
+    """fill-mask's `targets` as token ids, as the pipeline reads them: a vocabulary token is its id, another
+    word its first token's (None: every token may be proposed)."""
+    if targets is None:
+        return None
+    words = [targets] if isinstance(targets, str) else targets
+    ids: list[int] = []
+    for word in words:
+        token_id = runner.tokenizer.token_to_id(word)
+        if token_id is None:
+            pieces = runner.tokenizer.encode(word, add_special_tokens=False).ids
+            if not pieces:
+                continue
+            token_id = pieces[0]
+        ids.append(token_id)
+    if not ids:
+        raise HTTPException(
+            status_code=400, detail="parameters: 'targets' holds no word the model's vocabulary can read"
+        )
+    return tuple(sorted(set(ids)))
+
+
+# --- without a server ---------------------------------------------------------------------------------------
+
+
+class LocalBackend:
+    """Model calls straight to the runners (and their generators) in the caller's thread, in chunks of the
+    settings' --max-batch-size; always ready."""
+
+    def __init__(self, runners: dict[str, ModelRunner], batch_size: int) -> None:
+        self.calls: dict[str, Callable[[list[Encoded]], list[Any]]] = {}
+        for runner in runners.values():
+            self.calls[runner.name] = runner.infer
+            if runner.generator is not None:
+                self.calls[runner.generator.name] = runner.generator.infer
+        self.batch_size = batch_size
+
+    def check_ready(self) -> None:
+        return None
+
+    def tokenized(self, name: str, seconds: float) -> None:
+        return None
+
+    async def submit(self, name: str, encoded: list[Encoded], inputs: int) -> list[Any]:
+        call = self.calls[name]
+        rows: list[Any] = []
+        for lo in range(0, len(encoded), self.batch_size):
+            rows += call(encoded[lo : lo + self.batch_size])
+        return rows
+
+
+def local_inference(runners: dict[str, ModelRunner], settings: ServeSettings | None = None) -> Inference:
+    """The core over runners loaded in this process. A local caller is not a client to be protected from:
+    by default no limit on the inputs of one request or on the model's queue (the settings' other limits,
+    characters per text and suggestions per token, as the server's defaults)."""
+    if settings is None:
+        models = tuple(ModelSpec(name, r.path) for name, r in runners.items())
+        settings = ServeSettings(models=models, max_texts=sys.maxsize, max_queue=sys.maxsize)
+    return Inference(runners, settings, LocalBackend(runners, settings.max_batch_size))
+
+
+def run(request: Coroutine[Any, Any, T] | Awaitable[T]) -> T:
+    """A core request run to its end from synchronous code (no event loop running in this thread)."""
+    return asyncio.run(request)  # type: ignore[arg-type]

@@ -1,0 +1,492 @@
+"""The paper's central experiment in miniature: ELECTRA against masked-LM pre-training and against none, at
+equal training compute, on CPU (experiments/README.md has the write-ups).
+
+Arms (experiments.lib.arms.ARMS), pre-trained on the same data (the shared English Wikipedia sample under
+one vocabulary), with the same encoder, recipe (learning rate, batch, mask rate, generator width) and
+pre-training seeds, for the same training FLOPs as our counter counts them (generator included, so the
+masked-LM arm gets proportionally more steps, as the paper gives BERT-Small 1.5M steps to ELECTRA-Small's
+1M): `electra` (tied embeddings), `gdes` (DeBERTaV3's gradient-disentangled sharing, E_G at the full rate),
+`gdes-all` (the first experiment's GDES: E_G slowed with the generator), `none` (no sharing), `mlm` (the
+BERT-style baseline) and `random` (no pre-training, the floor; one encoder per pre-training seed).
+
+Each pre-trained run is stopped at budget points (fractions of its schedule), and every point of every seed
+is fine-tuned on a fixed suite (SST-2 and CoNLL-2003 by default) with several fine-tuning seeds, each task at
+its own budget (--train-examples, --epochs); spreads are over pre-training x fine-tuning seeds. The ELECTRA
+arms also detect replacements in held-out English (experiments.lib.heldout). Every stage is cached in --work,
+so an interrupted run continues where it stopped; --stage pretrain trains without evaluating (the
+fine-tuning budget can be chosen later), and --arms / --pretrain-seeds split the work between invocations.
+
+    python -m experiments.equal_compute --work runs/eq2 --vocab cased-8192 --flops 3.6e14 \\
+        --lr 1e-3 --arms random,mlm,gdes --pretrain-seeds 1,2 --train-examples sst2=20000,conll2003=all
+
+Writes experiments/results/<--name>.json (per arm, point and seed: steps, tokens, FLOPs, time, load,
+validation, detection, every fine-tuning score) and <--name>.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.benchlib import int_list, result_header, usable_cores, write_result
+from experiments.lib import heldout
+from experiments.lib.arms import (
+    ARMS,
+    ELECTRA_ARMS,
+    Setup,
+    detection_key,
+    finetune_keys,
+    point_dir,
+    run_dir,
+    save_setup,
+    seeds_held,
+)
+from experiments.lib.budget import flops_by_step, steps_within
+from experiments.lib.evaluation import FinetuneBudget, finetune_each, spread, task_scores
+from experiments.lib.pretraining import (
+    POINT_RECORD,
+    Recipe,
+    encoder_dir,
+    first_collapse,
+    prepare,
+    random_encoder,
+    train_to_points,
+)
+from experiments.lib.shared_data import CONLL, GLUE, WIKI, WIKITEXT, missing
+from experiments.lib.store import RESULTS, Cache, read_record, write_record
+from experiments.lib.vocab import check_name, tokenizer_path
+
+RANDOM_POINT = 0.0
+
+# ------------------------------------------------------------------------------------------------ budgets
+
+
+def arm_steps(setup: Setup, arm: str, seed: int) -> int:
+    """The steps of `arm`'s run with `seed` that spend the budget (cached: replaying the batch order of a
+    long run takes a while)."""
+    recipe = setup.arm_recipe(arm)
+    key = f"{arm}/{seed}/{setup.flops:.6g}/{recipe}"
+    path = setup.work / "steps.json"
+    known = read_record(path) or {}
+    if key not in known:
+        curve = arm_flops(setup, arm, seed, int(setup.flops / 5e9))
+        known[key] = steps_within(curve, setup.flops)
+        write_record(path, known)
+    return known[key]
+
+
+def arm_flops(setup: Setup, arm: str, seed: int, steps: int) -> np.ndarray:
+    r = setup.arm_recipe(arm)
+    return flops_by_step(
+        setup.data, setup.size, r.objective, steps, r.batch_size, seed, r.mask_prob, r.generator_size
+    )
+
+
+# ------------------------------------------------------------------------------------------- the stages
+
+
+def pretrain(setup: Setup, arm: str, seed: int) -> list[dict[str, Any]]:
+    steps = arm_steps(setup, arm, seed)
+    recipe = setup.arm_recipe(arm)
+    return train_to_points(
+        setup.data,
+        run_dir(setup, arm, seed),
+        setup.size,
+        recipe,
+        steps,
+        seed,
+        setup.points,
+        f"{arm} seed {seed}",
+    )
+
+
+def evaluate(setup: Setup, cache: Cache, arm: str, seed: int, point: float) -> None:
+    path = point_dir(setup, arm, seed, point)
+    label = f"{arm} seed {seed} @{point:.0%}"
+    finetune_each(
+        cache,
+        finetune_keys(setup, arm, seed, point),
+        encoder_dir(path),
+        setup.tasks,
+        setup.finetune_seeds,
+        setup.budgets,
+        {"arm": arm, "pretrain_seed": seed, "point": point},
+        label,
+    )
+    if arm in ELECTRA_ARMS and cache.get(detection_key(arm, seed, point)) is None:
+        figures = heldout.detection(path, setup.work / "heldout", setup.swaps)
+        cache.put(
+            detection_key(arm, seed, point), {"arm": arm, "pretrain_seed": seed, "point": point, **figures}
+        )
+        print(
+            f"{label} held-out detection: " + ", ".join(f"{k} {v:.3f}" for k, v in figures.items()),
+            flush=True,
+        )
+
+
+def random_point(setup: Setup, seed: int) -> Path:
+    return random_encoder(setup.data, setup.size, seed, point_dir(setup, "random", seed, RANDOM_POINT))
+
+
+# ----------------------------------------------------------------------------------------------- results
+
+
+def finished_points(setup: Setup, arm: str, seed: int) -> list[dict[str, Any]]:
+    if arm == "random":
+        done = (point_dir(setup, arm, seed, RANDOM_POINT) / "config.json").is_file()
+        return [{"point": RANDOM_POINT, "step": 0, "tokens": 0, "seed": seed}] if done else []
+    found = (
+        read_record(p) for p in sorted(point_dir(setup, arm, seed, 0).parent.glob(f"point-*/{POINT_RECORD}"))
+    )
+    return sorted((r for r in found if r is not None), key=lambda r: r["point"])
+
+
+def summarize(setup: Setup, cache: Cache) -> dict[str, list[dict[str, Any]]]:
+    """Per arm, one row per budget point: every seed's run and scores, and the spreads over all of them."""
+    arms: dict[str, list[dict[str, Any]]] = {}
+    for arm in ARMS:
+        by_point: dict[float, list[dict[str, Any]]] = {}
+        for seed in seeds_held(setup, arm):
+            for rec in finished_points(setup, arm, seed):
+                by_point.setdefault(rec["point"], []).append(run_row(setup, cache, arm, seed, rec))
+        rows = [point_row(setup, point, runs) for point, runs in sorted(by_point.items())]
+        if rows:
+            arms[arm] = rows
+    return arms
+
+
+def run_row(setup: Setup, cache: Cache, arm: str, seed: int, rec: dict[str, Any]) -> dict[str, Any]:
+    point = rec["point"]
+    row = {
+        **rec,
+        "tasks": task_scores(
+            cache, finetune_keys(setup, arm, seed, point), setup.tasks, setup.finetune_seeds
+        ),
+    }
+    if arm != "random":
+        row["flops"] = float(arm_flops(setup, arm, seed, rec["step"])[-1])
+        row["collapsed_at_step"] = first_collapse(run_dir(setup, arm, seed), rec["step"])
+    det = cache.get(detection_key(arm, seed, point))
+    if det is not None:
+        row["heldout_detection"] = {k: v for k, v in det.items() if isinstance(v, float)}
+    return row
+
+
+def point_row(setup: Setup, point: float, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One budget point over its pre-training seeds: each task's scores pooled over pre-training x fine-tuning
+    seeds, and the medians of what the table shows per seed."""
+    first = runs[0]
+    row: dict[str, Any] = {"point": point, "step": first["step"], "tokens": first["tokens"], "runs": runs}
+    row["tasks"] = {
+        task: spread([s for r in runs for s in r["tasks"][task]["per_seed"]])
+        for task in setup.tasks
+        if all(task in r["tasks"] for r in runs)
+    }
+    if len(row["tasks"]) == len(setup.tasks):
+        row["suite_average"] = statistics.mean(t["median"] for t in row["tasks"].values())
+        row["suite_average_per_pretrain_seed"] = [
+            statistics.mean(r["tasks"][t]["median"] for t in setup.tasks) for r in runs
+        ]
+    if "flops" in first:
+        row["flops"] = statistics.mean(r["flops"] for r in runs)
+        collapses = [r["collapsed_at_step"] for r in runs if r.get("collapsed_at_step")]
+        row["collapsed_at_step"] = min(collapses) if collapses else None
+        aucs = [
+            r["validation"]["disc_auc"]
+            for r in runs
+            if (r.get("validation") or {}).get("disc_auc") is not None
+        ]
+        row["validation"] = {"disc_auc": statistics.median(aucs)} if aucs else None
+    dets = [r["heldout_detection"] for r in runs if "heldout_detection" in r]
+    if dets:
+        row["heldout_detection"] = {k: statistics.median(d[k] for d in dets) for k in dets[0]}
+    row["pretrain_seeds"] = [r["seed"] for r in runs]
+    return row
+
+
+def against_random(arms: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per pre-trained arm and point: each task's median gap to the random floor, and whether the two ranges
+    (over every pre-training x fine-tuning seed) do not overlap: "beyond the combined seed spread"."""
+    floor = (arms.get("random") or [None])[0]
+    if floor is None:
+        return {}
+    out: dict[str, Any] = {}
+    for arm, rows in arms.items():
+        if arm == "random":
+            continue
+        for row in rows:
+            cmp = {}
+            for task, t in row["tasks"].items():
+                f = floor["tasks"].get(task)
+                if f:
+                    cmp[task] = {
+                        "gap": t["median"] - f["median"],
+                        "beyond_spread": t["min"] > f["max"] or t["max"] < f["min"],
+                    }
+            if "suite_average" in row and "suite_average" in floor:
+                cmp["suite_average"] = {"gap": row["suite_average"] - floor["suite_average"]}
+            out.setdefault(arm, {})[f"{row['point']:g}"] = cmp
+    return out
+
+
+def floor_crossing(points: list[tuple[float, float]], floor: float) -> dict[str, Any]:
+    """Where a straight line through (log10 FLOPs, suite average) meets the random-init floor: a rough
+    extrapolation of when an arm would start to beat no pre-training, from the budget points of one run.
+
+    Least squares over the points; `flops` is None when the line does not rise (no crossing ahead), and the
+    current point when the arm is already above the floor at its last point.
+    """
+    x = np.log10([f for f, _ in points])
+    y = np.asarray([a for _, a in points])
+    slope, intercept = np.polyfit(x, y, 1) if len(points) > 1 else (0.0, float(y[0]))
+    if y[-1] > floor:
+        return {"slope_per_decade": float(slope), "flops": float(points[-1][0]), "above_floor": True}
+    if slope <= 0:
+        return {"slope_per_decade": float(slope), "flops": None, "above_floor": False}
+    return {
+        "slope_per_decade": float(slope),
+        "flops": float(10 ** ((floor - intercept) / slope)),
+        "above_floor": False,
+    }
+
+
+def floor_crossings(arms: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """floor_crossing for every pre-trained arm with a suite average at two or more budget points."""
+    floor = [r["suite_average"] for r in arms.get("random", []) if "suite_average" in r]
+    out: dict[str, Any] = {}
+    if not floor:
+        return out
+    for arm, rows in arms.items():
+        pts = [(r["flops"], r["suite_average"]) for r in rows if "flops" in r and "suite_average" in r]
+        if arm != "random" and len(pts) >= 2:
+            out[arm] = {"floor": floor[0], "points": len(pts), **floor_crossing(pts, floor[0])}
+    return out
+
+
+def cell(t: dict[str, Any] | None) -> str:
+    return f"{t['median']:.1f} ({t['min']:.1f}-{t['max']:.1f})" if t else ""
+
+
+def markdown_table(result: dict[str, Any]) -> str:
+    """The write-up's table: one row per arm and budget point, each task's median over seeds and its range."""
+    tasks = result["setup"]["tasks"]
+    head = [
+        "arm",
+        "budget",
+        "steps",
+        "FLOPs",
+        *tasks,
+        "average",
+        "val AUC",
+        "held-out swap AUC",
+        "generator AUC",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for arm, rows in result["arms"].items():
+        for r in rows:
+            cells = [arm, f"{r['point']:.0%}" if arm != "random" else "-", str(r["step"])]
+            cells.append(f"{r['flops']:.2e}" if "flops" in r else "0")
+            cells += [cell(r["tasks"].get(task)) for task in tasks]
+            cells.append(f"{r['suite_average']:.1f}" if "suite_average" in r else "")
+            val = r.get("validation") or {}
+            auc = val.get("disc_auc")
+            collapsed = r.get("collapsed_at_step")
+            if collapsed is None and val.get("collapsed"):
+                collapsed = val.get("step")
+            cells.append(
+                "" if auc is None else f"{auc:.2f}" + (f" (collapsed at {collapsed})" if collapsed else "")
+            )
+            det = r.get("heldout_detection", {})
+            cells += [f"{det['swap_auc']:.3f}" if det else "", f"{det['generator_auc']:.3f}" if det else ""]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+STYLES = {"electra": "o-", "gdes": "s-", "gdes-all": "s--", "none": "D-", "mlm": "^-"}
+
+
+def plot(result: dict[str, Any], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for arm, rows in result["arms"].items():
+        rows = [r for r in rows if "suite_average" in r]
+        if not rows:
+            continue
+        if arm == "random":
+            per_seed = rows[0].get("suite_average_per_pretrain_seed") or [rows[0]["suite_average"]]
+            ax.axhline(
+                rows[0]["suite_average"], color="k", linestyle=":", label="random init (no pre-training)"
+            )
+            if len(per_seed) > 1:
+                ax.axhspan(min(per_seed), max(per_seed), color="k", alpha=0.08)
+            continue
+        x = [r["flops"] for r in rows]
+        y = [r["suite_average"] for r in rows]
+        per = [r.get("suite_average_per_pretrain_seed") or [r["suite_average"]] for r in rows]
+        err = [
+            [a - min(p) for a, p in zip(y, per, strict=True)],
+            [max(p) - a for a, p in zip(y, per, strict=True)],
+        ]
+        ax.errorbar(
+            x,
+            y,
+            yerr=err,
+            fmt=STYLES.get(arm, "o-"),
+            capsize=3,
+            label=ARMS[arm].label if arm in ARMS else arm,
+        )
+    # Budget points are fractions of one budget: show them against zero.
+    top = max((r["flops"] for rows in result["arms"].values() for r in rows if "flops" in r), default=1)
+    ax.set_xlim(0, 1.08 * top)
+    ax.set_xlabel("pre-training FLOPs")
+    ax.set_ylabel(f"suite average ({', '.join(result['setup']['tasks'])})")
+    ax.set_title(f"equal compute, {result['setup']['size']} encoder, {result['machine']['cores']} CPU cores")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    tmp.replace(path)
+    return path
+
+
+def write(setup: Setup, cache: Cache, name: str, started: float) -> Path:
+    import torch
+
+    from electra.sizes import SIZES
+
+    arms = summarize(setup, cache)
+    result = {
+        **result_header(name),
+        "torch": torch.__version__,
+        "setup": {
+            **setup.describe(),
+            "architecture": SIZES[setup.size].architecture(),
+            "data": "enwiki-2015 sample (shared data), 128-token examples",
+        },
+        "wall_seconds_this_invocation": time.perf_counter() - started,
+        "arms": arms,
+        "against_random": against_random(arms),
+        "floor_crossing": floor_crossings(arms),
+    }
+    path = write_result(result, RESULTS / f"{name}.json", name)
+    plot(result, path.with_suffix(".png"))
+    return path
+
+
+# ------------------------------------------------------------------------------------------------- main
+
+
+def budgets(text: str, tasks: tuple[str, ...], epochs: int | None, recipe: str) -> dict[str, FinetuneBudget]:
+    """`sst2=20000,conll2003=all` (or one number for every task) -> each task's FinetuneBudget."""
+    given: dict[str, int | None] = {}
+    for item in filter(None, text.split(",")):
+        task, _, value = item.rpartition("=") if "=" in item else ("*", "=", item)
+        if task not in (*tasks, "*"):
+            raise ValueError(f"--train-examples: {task!r} is not one of the tasks {', '.join(tasks)}")
+        given[task] = None if value == "all" else int(value)
+    default = given.get("*", 3000)
+    return {t: FinetuneBudget(given.get(t, default), epochs, recipe) for t in tasks}
+
+
+def parse_args(argv: list[str] | None) -> tuple[Setup, list[str], str, str]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", type=Path, required=True, help="where data, runs and evaluations are kept")
+    ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--stage", choices=("pretrain", "all"), default="all", help="pretrain: no evaluations")
+    ap.add_argument(
+        "--vocab", default="bert-uncased", help="bert-uncased, or cased-N / uncased-N trained here"
+    )
+    ap.add_argument("--size", default="micro")
+    ap.add_argument("--flops", type=float, required=True, help="training FLOPs of every pre-trained arm")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=None, help="default: the size's")
+    ap.add_argument("--mask-prob", type=float, default=None, help="default: the size's")
+    ap.add_argument("--generator-size", type=float, default=None, help="default: the size's")
+    ap.add_argument("--generator-lr-scale", type=float, default=1.0, help="the electra arms' (default: 1)")
+    ap.add_argument("--points", default="0.25,0.5,1", help="budget fractions evaluated")
+    ap.add_argument("--pretrain-seeds", type=int_list, default=[1, 2])
+    ap.add_argument("--tasks", default="sst2,conll2003")
+    ap.add_argument("--seeds", type=int_list, default=[1, 2, 3], help="fine-tuning seeds")
+    ap.add_argument("--train-examples", default="3000", help="per task: sst2=20000,conll2003=all")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--recipe", default="official", help="the fine-tuning recipe")
+    ap.add_argument("--swaps", type=int, default=2000, help="held-out swapped sentences")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--name", default="equal_compute", help="results file name")
+    a = ap.parse_args(argv)
+    arms = a.arms.split(",")
+    if unknown := set(arms) - set(ARMS):
+        ap.error(f"unknown arms {sorted(unknown)}; choose from {', '.join(ARMS)}")
+    tasks = tuple(a.tasks.split(","))
+    try:
+        check_name(a.vocab)
+        per_task = budgets(a.train_examples, tasks, a.epochs, a.recipe)
+    except ValueError as e:
+        ap.error(str(e))
+    if a.threads:
+        import torch
+
+        torch.set_num_threads(a.threads)
+    setup = Setup(
+        work=a.work,
+        vocab=a.vocab,
+        size=a.size,
+        flops=a.flops,
+        recipe=Recipe(
+            lr=a.lr,
+            batch_size=a.batch_size,
+            mask_prob=a.mask_prob,
+            generator_size=a.generator_size,
+            generator_lr_scale=a.generator_lr_scale,
+        ),
+        points=tuple(float(p) for p in a.points.split(",")),
+        pretrain_seeds=tuple(a.pretrain_seeds),
+        tasks=tasks,
+        finetune_seeds=tuple(a.seeds),
+        budgets=per_task,
+        swaps=a.swaps,
+    )
+    return setup, arms, a.stage, a.name
+
+
+def main(argv: list[str] | None = None) -> int:
+    setup, arms, stage, name = parse_args(argv)
+    if absent := missing(WIKI, GLUE, CONLL, WIKITEXT, heldout.CONLL_TRAIN):
+        print(f"skipped: {', '.join(map(str, absent))} absent", file=sys.stderr)
+        return 0
+    setup.work.mkdir(parents=True, exist_ok=True)
+    save_setup(setup)
+    started = time.perf_counter()
+    prepare(WIKI, tokenizer_path(setup.vocab, setup.work), setup.data, usable_cores())
+    cache = Cache(setup.work / "evaluations.jsonl")
+    for arm in arms:
+        for seed in setup.pretrain_seeds:
+            if arm == "random":
+                random_point(setup, seed)
+                points = [RANDOM_POINT]
+            else:
+                points = [rec["point"] for rec in pretrain(setup, arm, seed)]
+            if stage == "all":
+                for point in points:
+                    evaluate(setup, cache, arm, seed, point)
+        write(setup, cache, name, started)
+    path = write(setup, cache, name, started)
+    print(f"wrote {path}")
+    print(markdown_table(read_record(path) or {}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,195 @@
+"""How much fine-tuning an encoder needs before its score stops rising: dev score against fine-tuning steps,
+for a randomly initialised encoder and pre-trained ones, so that an experiment comparing them fine-tunes
+each long enough to measure what it can become rather than where it starts.
+
+Each encoder is fine-tuned on each task with growing training sets (the first N examples of a fixed
+shuffle, `all` the whole training set) for --epochs, with several seeds, under each --recipes:
+
+    python -m experiments.finetune_convergence --work runs/conv \\
+        --encoder random=runs/eq/arms/random/seed-1/point-000 \\
+        --encoder mlm=runs/eq/arms/mlm/seed-1/point-100/mlm \\
+        --sizes sst2=3000,10000,20000,all --sizes conll2003=3000,7000,all
+
+Results are cached in --work; experiments/results/<--name>.json holds every score with its steps and time,
+and where each encoder's curve stops rising (the smallest budget within --tolerance points of its best);
+<--name>.png plots the curves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.benchlib import int_list, result_header, write_result
+from experiments.lib.evaluation import FinetuneBudget, finetune_each, spread
+from experiments.lib.shared_data import CONLL, GLUE, missing
+from experiments.lib.store import RESULTS, Cache
+
+BATCH = 32  # electra finetune's default batch, which every evaluation uses
+
+
+def parse_sizes(items: list[str]) -> dict[str, list[int | None]]:
+    """["sst2=3000,all", ...] -> {"sst2": [3000, None]}; ValueError naming a bad item."""
+    out: dict[str, list[int | None]] = {}
+    for item in items:
+        task, eq, values = item.partition("=")
+        if not eq or not values:
+            raise ValueError(f"--sizes {item!r}: expected TASK=N,N,...,all")
+        try:
+            out[task] = [None if v == "all" else int(v) for v in values.split(",")]
+        except ValueError:
+            raise ValueError(f"--sizes {item!r}: sizes are whole numbers or all") from None
+    return out
+
+
+def key(encoder: str, task: str, size: int | None, epochs: int, recipe: str) -> str:
+    return f"{encoder}/{task}/{'all' if size is None else size}x{epochs}/{recipe}"
+
+
+def curves(
+    cache: Cache,
+    encoders: dict[str, Path],
+    sizes: dict[str, list[int | None]],
+    epochs: int,
+    recipes: list[str],
+    seeds: tuple[int, ...],
+    tolerance: float,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in encoders:
+        for task, task_sizes in sizes.items():
+            for recipe in recipes:
+                points = []
+                for size in task_sizes:
+                    rows = [cache.get(f"{key(name, task, size, epochs, recipe)}/{task}/{s}") for s in seeds]
+                    rows = [r for r in rows if r is not None]
+                    if not rows:
+                        continue
+                    examples = rows[0]["train_examples"]
+                    points.append(
+                        {
+                            "train_examples": examples,
+                            "epochs": rows[0]["epochs"],
+                            "steps": math.ceil(examples / BATCH) * rows[0]["epochs"],
+                            "seconds_median": sorted(r["seconds"] for r in rows)[len(rows) // 2],
+                            **spread([r["score"] for r in rows]),
+                        }
+                    )
+                if points:
+                    best = max(p["median"] for p in points)
+                    enough = next(p for p in points if p["median"] >= best - tolerance)
+                    out.setdefault(name, {}).setdefault(task, {})[recipe] = {
+                        "points": points,
+                        "best_median": best,
+                        "steps_within_tolerance": enough["steps"],
+                        "train_examples_within_tolerance": enough["train_examples"],
+                    }
+    return out
+
+
+def plot(result: dict[str, Any], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = sorted({t for enc in result["curves"].values() for t in enc})
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 4), squeeze=False)
+    for ax, task in zip(axes[0], tasks, strict=True):
+        for name, per_task in result["curves"].items():
+            for recipe, curve in per_task.get(task, {}).items():
+                pts = curve["points"]
+                x = [p["steps"] for p in pts]
+                y = [p["median"] for p in pts]
+                err = [[p["median"] - p["min"] for p in pts], [p["max"] - p["median"] for p in pts]]
+                style = "-" if recipe == "official" else "--"
+                ax.errorbar(x, y, yerr=err, fmt="o" + style, capsize=3, label=f"{name} ({recipe})")
+        ax.set_xscale("log")
+        ax.set_xlabel("fine-tuning steps (batch 32)")
+        ax.set_ylabel(f"{task} dev score")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    tmp.replace(path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--work", type=Path, required=True, help="where the evaluations are cached")
+    ap.add_argument("--encoder", action="append", default=[], help="NAME=DIR (an HF encoder directory)")
+    ap.add_argument("--sizes", action="append", default=[], help="TASK=N,N,...,all (training examples)")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--recipes", default="official", help="fine-tuning recipes, comma-separated")
+    ap.add_argument("--seeds", type=int_list, default=[1, 2])
+    ap.add_argument("--tolerance", type=float, default=0.5, help="points below the best that count as there")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--name", default="finetune_convergence")
+    a = ap.parse_args(argv)
+    try:
+        sizes = parse_sizes(a.sizes)
+        encoders = {}
+        for item in a.encoder:
+            name, eq, path = item.partition("=")
+            if not eq or not name or "/" in name:
+                raise ValueError(f"--encoder {item!r}: expected NAME=DIR")
+            encoders[name] = Path(path)
+    except ValueError as e:
+        ap.error(str(e))
+    if not encoders or not sizes:
+        ap.error("give at least one --encoder and one --sizes")
+    if absent := missing(GLUE, CONLL, *(p / "config.json" for p in encoders.values())):
+        print(f"skipped: {', '.join(map(str, absent))} absent", file=sys.stderr)
+        return 0
+    if a.threads:
+        import torch
+
+        torch.set_num_threads(a.threads)
+    started = time.perf_counter()
+    cache = Cache(a.work / "convergence.jsonl")
+    recipes = a.recipes.split(",")
+    seeds = tuple(a.seeds)
+    for name, model in encoders.items():
+        for task, task_sizes in sizes.items():
+            for recipe in recipes:
+                for size in task_sizes:
+                    budget = FinetuneBudget(size, a.epochs, recipe)
+                    k = key(name, task, size, a.epochs, recipe)
+                    finetune_each(
+                        cache,
+                        lambda t, s, k=k: f"{k}/{t}/{s}",
+                        model,
+                        (task,),
+                        seeds,
+                        {task: budget},
+                        {"encoder": name, "recipe": recipe},
+                        f"{k}:",
+                    )
+    result = {
+        **result_header(a.name),
+        "setup": {
+            "encoders": {n: p.name for n, p in encoders.items()},
+            "sizes": {t: ["all" if s is None else s for s in v] for t, v in sizes.items()},
+            "epochs": a.epochs,
+            "recipes": recipes,
+            "seeds": seeds,
+            "tolerance": a.tolerance,
+            "batch_size": BATCH,
+        },
+        "wall_seconds_this_invocation": time.perf_counter() - started,
+        "curves": curves(cache, encoders, sizes, a.epochs, recipes, seeds, a.tolerance),
+    }
+    path = write_result(result, RESULTS / f"{a.name}.json", a.name)
+    plot(result, path.with_suffix(".png"))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

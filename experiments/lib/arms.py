@@ -1,0 +1,162 @@
+"""The design of the equal-compute experiment (experiments/equal_compute.py), shared with what reads its work
+directory (experiments/embedding_swap.py): the arms, the setup every arm shares, and where each run lives.
+
+Work directory layout: data/ (the corpus prepared with the vocabulary), vocab/ (a trained vocabulary),
+arms/ARM/seed-S/run (one pre-training run per arm and pre-training seed) beside its budget points
+arms/ARM/seed-S/point-PPP (the exported models and point.json), arms/random/seed-S/point-000 (the floor:
+an untrained encoder initialised with seed S), heldout/ (the held-out text prepared with the vocabulary),
+evaluations.jsonl (every fine-tuning and detection result, by key).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from experiments.lib.evaluation import FinetuneBudget, Keys
+from experiments.lib.pretraining import Recipe, point_name
+from experiments.lib.store import write_record
+
+
+@dataclass(frozen=True)
+class Arm:
+    label: str
+    objective: str | None  # None: no pre-training (the floor)
+    embedding_sharing: str = "tied"
+    # What the setup's generator_lr_scale slows (--generator-lr-scope).
+    generator_lr_scope: str = "all"
+
+
+ARMS: dict[str, Arm] = {
+    "electra": Arm("ELECTRA (tied)", "electra", "tied"),
+    # DeBERTaV3's GDES: the generator's table E_G learns at the full rate from its MLM loss alone; a slower
+    # generator (the setup's scale) means its layers and head only.
+    "gdes": Arm("ELECTRA (GDES)", "electra", "gdes", "layers"),
+    # The first experiment's `gdes`: E_G slowed with the generator's layers.
+    "gdes-all": Arm("ELECTRA (GDES, E_G slowed too)", "electra", "gdes", "all"),
+    "none": Arm("ELECTRA (no sharing)", "electra", "none"),
+    "mlm": Arm("masked LM", "mlm"),
+    "random": Arm("random init (no pre-training)", None),
+}
+PRETRAINED = tuple(name for name, arm in ARMS.items() if arm.objective is not None)
+ELECTRA_ARMS = tuple(name for name, arm in ARMS.items() if arm.objective == "electra")
+
+
+@dataclass(frozen=True)
+class Setup:
+    work: Path
+    vocab: str
+    size: str
+    flops: float  # the budget at 100%, the same for every pre-trained arm
+    recipe: Recipe  # lr, batch, mask rate, generator width and lr scale: what every arm shares
+    points: tuple[float, ...]
+    pretrain_seeds: tuple[int, ...]
+    tasks: tuple[str, ...]
+    finetune_seeds: tuple[int, ...]
+    budgets: dict[str, FinetuneBudget]  # per task
+    swaps: int
+
+    @property
+    def data(self) -> Path:
+        return self.work / "data"
+
+    def arm_recipe(self, arm: str) -> Recipe:
+        a = ARMS[arm]
+        if a.objective is None:
+            raise ValueError(f"{arm} is not pre-trained")
+        electra = a.objective == "electra"
+        return replace(
+            self.recipe,
+            objective=a.objective,
+            embedding_sharing=a.embedding_sharing,
+            generator_lr_scope=a.generator_lr_scope,
+            generator_lr_scale=self.recipe.generator_lr_scale if electra else 1.0,
+            generator_size=self.recipe.generator_size if electra else None,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "vocab": self.vocab,
+            "size": self.size,
+            "flops": self.flops,
+            "recipe": self.recipe.describe(),
+            "points": self.points,
+            "pretrain_seeds": self.pretrain_seeds,
+            "tasks": self.tasks,
+            "finetune_seeds": self.finetune_seeds,
+            "budgets": {task: b.describe() for task, b in self.budgets.items()},
+            "swaps": self.swaps,
+        }
+
+
+def seed_dir(setup: Setup, arm: str, seed: int) -> Path:
+    return setup.work / "arms" / arm / f"seed-{seed}"
+
+
+def point_dir(setup: Setup, arm: str, seed: int, point: float) -> Path:
+    return seed_dir(setup, arm, seed) / point_name(point)
+
+
+def run_dir(setup: Setup, arm: str, seed: int) -> Path:
+    return seed_dir(setup, arm, seed) / "run"
+
+
+def finetune_keys(setup: Setup, arm: str, seed: int, point: float) -> Keys:
+    """Cache keys of an encoder's evaluations: its arm, pre-training seed and point, the task with its
+    fine-tuning budget (a budget changed in the same work directory is evaluated anew), the fine-tuning
+    seed."""
+
+    def key(task: str, ft_seed: int) -> str:
+        b = setup.budgets[task]
+        examples = "all" if b.max_train_examples is None else b.max_train_examples
+        return f"finetune/{arm}/{seed}/{point}/{task}/{examples}x{b.epochs}/{b.recipe}/{ft_seed}"
+
+    return key
+
+
+def detection_key(arm: str, seed: int, point: float) -> str:
+    return f"detection/{arm}/{seed}/{point}"
+
+
+SETUP_RECORD = "setup.json"
+
+
+def save_setup(setup: Setup) -> None:
+    """The work directory's setup, for what reads it later (embedding_swap): written when an invocation of
+    the experiment starts."""
+    record = setup.describe()
+    path = setup.work / SETUP_RECORD
+    if path.is_file():
+        # Invocations may split the pre-training seeds between them: the work directory holds them all.
+        earlier = json.loads(path.read_text()).get("pretrain_seeds", [])
+        record["pretrain_seeds"] = sorted({*earlier, *setup.pretrain_seeds})
+    write_record(path, record)
+
+
+def seeds_held(setup: Setup, arm: str) -> list[int]:
+    """The pre-training seeds of `arm` this invocation asks for or the work directory holds."""
+    held = {int(p.name.removeprefix("seed-")) for p in (setup.work / "arms" / arm).glob("seed-*")}
+    return sorted(held | set(setup.pretrain_seeds))
+
+
+def load_setup(work: Path) -> Setup:
+    """The setup the experiment recorded in `work`; FileNotFoundError when it has not run there."""
+    path = work / SETUP_RECORD
+    if not path.is_file():
+        raise FileNotFoundError(f"{work}: no {SETUP_RECORD}; run experiments.equal_compute there first")
+    d = json.loads(path.read_text())
+    return Setup(
+        work=work,
+        vocab=d["vocab"],
+        size=d["size"],
+        flops=d["flops"],
+        recipe=Recipe(**d["recipe"]),
+        points=tuple(d["points"]),
+        pretrain_seeds=tuple(d["pretrain_seeds"]),
+        tasks=tuple(d["tasks"]),
+        finetune_seeds=tuple(d["finetune_seeds"]),
+        budgets={task: FinetuneBudget(**b) for task, b in d["budgets"].items()},
+        swaps=d["swaps"],
+    )

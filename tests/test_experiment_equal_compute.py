@@ -1,0 +1,266 @@
+"""The bookkeeping of experiments/equal_compute.py: results survive interruptions and invocations split by
+arm or seed, spreads pool pre-training x fine-tuning seeds, and the write-up's tables read the results files.
+(The experiment itself needs the shared data and hours of CPU.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments import equal_compute as ec
+from experiments.lib.arms import Setup, finetune_keys, load_setup, point_dir, save_setup
+from experiments.lib.evaluation import FinetuneBudget
+from experiments.lib.pretraining import Recipe, first_collapse
+from experiments.lib.store import Cache
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def setup_in(work: Path, seeds: tuple[int, ...] = (1, 2)) -> Setup:
+    return Setup(
+        work=work,
+        vocab="cased-8192",
+        size="micro",
+        flops=1e14,
+        recipe=Recipe(lr=1e-3, generator_lr_scale=0.5),
+        points=(0.25, 0.5),
+        pretrain_seeds=seeds,
+        tasks=("sst2", "conll2003"),
+        finetune_seeds=(1, 2),
+        budgets={"sst2": FinetuneBudget(20000, 3), "conll2003": FinetuneBudget(None, 3)},
+        swaps=10,
+    )
+
+
+def write_point(setup: Setup, arm: str, seed: int, point: float, step: int) -> dict:
+    rec = {"point": point, "step": step, "tokens": 100 * step, "seed": seed}
+    path = point_dir(setup, arm, seed, point) / "point.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(rec))
+    return rec
+
+
+def test_points_are_read_back_per_seed_from_the_work_directory(tmp_path: Path) -> None:
+    setup = setup_in(tmp_path)
+    late = write_point(setup, "gdes", 1, 0.5, 1200)
+    early = write_point(setup, "gdes", 1, 0.25, 600)
+    assert ec.finished_points(setup, "gdes", 1) == [early, late]
+    assert ec.finished_points(setup, "gdes", 2) == []
+    assert ec.finished_points(setup, "random", 1) == []
+    rand = point_dir(setup, "random", 1, 0.0)
+    rand.mkdir(parents=True)
+    (rand / "config.json").write_text("{}")
+    assert ec.finished_points(setup, "random", 1) == [{"point": 0.0, "step": 0, "tokens": 0, "seed": 1}]
+
+
+def test_an_invocation_for_one_seed_reports_the_seeds_other_invocations_left(tmp_path: Path) -> None:
+    from experiments.lib.arms import seeds_held
+
+    setup = setup_in(tmp_path, seeds=(1,))
+    write_point(setup, "mlm", 2, 0.25, 640)
+    assert seeds_held(setup, "mlm") == [1, 2]
+    save_setup(setup_in(tmp_path, seeds=(2,)))
+    save_setup(setup)
+    again = load_setup(tmp_path)
+    assert again.pretrain_seeds == (1, 2)  # both invocations' seeds
+    assert again.budgets == setup.budgets and again.recipe == setup.recipe and again.vocab == "cased-8192"
+
+
+def test_the_setup_of_a_work_directory_that_never_ran_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"run experiments\.equal_compute there first"):
+        load_setup(tmp_path)
+
+
+def test_each_arm_gets_the_shared_recipe_with_its_own_objective_and_sharing(tmp_path: Path) -> None:
+    setup = setup_in(tmp_path)
+    gdes, gdes_all, mlm = (setup.arm_recipe(a) for a in ("gdes", "gdes-all", "mlm"))
+    assert (gdes.embedding_sharing, gdes.generator_lr_scope, gdes.generator_lr_scale) == (
+        "gdes",
+        "layers",
+        0.5,
+    )
+    assert (gdes_all.generator_lr_scope, gdes_all.lr) == ("all", 1e-3)
+    # The masked LM has no generator: no slowing, no width.
+    assert (mlm.objective, mlm.generator_lr_scale, mlm.generator_size, mlm.lr) == ("mlm", 1.0, None, 1e-3)
+    with pytest.raises(ValueError):
+        setup.arm_recipe("random")
+
+
+def test_evaluation_keys_name_the_budget_so_a_changed_budget_is_evaluated_anew(tmp_path: Path) -> None:
+    setup = setup_in(tmp_path)
+    keys = finetune_keys(setup, "mlm", 2, 0.5)
+    assert keys("sst2", 3) == "finetune/mlm/2/0.5/sst2/20000x3/official/3"
+    assert keys("conll2003", 1) == "finetune/mlm/2/0.5/conll2003/allx3/official/1"
+
+
+def test_per_task_budgets_parse_and_refuse_a_task_not_in_the_suite() -> None:
+    got = ec.budgets("sst2=20000,conll2003=all", ("sst2", "conll2003"), 3, "official")
+    assert got == {"sst2": FinetuneBudget(20000, 3), "conll2003": FinetuneBudget(None, 3)}
+    assert ec.budgets("5000", ("sst2",), 2, "hf") == {"sst2": FinetuneBudget(5000, 2, "hf")}
+    with pytest.raises(ValueError, match="'mrpc' is not one of the tasks"):
+        ec.budgets("mrpc=100", ("sst2",), 3, "official")
+
+
+def test_a_point_pools_every_pretraining_and_finetuning_seed(tmp_path: Path) -> None:
+    setup = setup_in(tmp_path)
+
+    def run(seed: int, sst2: list[float], conll: list[float], auc: float) -> dict:
+        return {
+            "seed": seed,
+            "step": 600,
+            "tokens": 1,
+            "flops": 1e13 * seed,
+            "validation": {"disc_auc": auc},
+            "collapsed_at_step": None,
+            "tasks": {
+                "sst2": {"per_seed": sst2, "median": sorted(sst2)[0]},
+                "conll2003": {"per_seed": conll, "median": sorted(conll)[0]},
+            },
+        }
+
+    row = ec.point_row(
+        setup, 0.25, [run(1, [70.0, 72.0], [40.0, 41.0], 0.8), run(2, [60.0, 61.0], [50.0, 52.0], 0.9)]
+    )
+    assert row["tasks"]["sst2"] == {
+        "median": 65.5,
+        "min": 60.0,
+        "max": 72.0,
+        "per_seed": [70.0, 72.0, 60.0, 61.0],
+    }
+    assert row["tasks"]["conll2003"]["median"] == 45.5
+    assert row["suite_average"] == pytest.approx((65.5 + 45.5) / 2)
+    assert row["flops"] == pytest.approx(1.5e13)
+    assert row["validation"] == {"disc_auc": pytest.approx(0.85)}
+    assert row["pretrain_seeds"] == [1, 2]
+    # A task one seed has not reached yet is left out rather than summarised from the other.
+    partial = run(2, [60.0], [1.0], 0.9)
+    del partial["tasks"]["conll2003"]
+    assert "conll2003" not in ec.point_row(setup, 0.25, [run(1, [70.0], [40.0], 0.8), partial])["tasks"]
+
+
+def test_beyond_the_spread_means_the_ranges_do_not_touch() -> None:
+    def row(point: float, lo: float, mid: float, hi: float) -> dict:
+        return {
+            "point": point,
+            "tasks": {"sst2": {"median": mid, "min": lo, "max": hi}},
+            "suite_average": mid,
+        }
+
+    arms = {
+        "random": [row(0.0, 70.0, 71.0, 72.0)],
+        "mlm": [row(0.5, 71.5, 73.0, 74.0), row(1.0, 72.5, 75.0, 76.0)],
+    }
+    got = ec.against_random(arms)["mlm"]
+    assert got["0.5"]["sst2"] == {"gap": 2.0, "beyond_spread": False}  # 71.5 < 72.0: the ranges overlap
+    assert got["1"]["sst2"] == {"gap": 4.0, "beyond_spread": True}
+    assert got["1"]["suite_average"] == {"gap": 4.0}
+
+
+def test_the_cache_skips_a_half_written_line_and_appends_after_it(tmp_path: Path) -> None:
+    path = tmp_path / "evaluations.jsonl"
+    path.write_text(json.dumps({"key": "a", "score": 1.0}) + "\n" + '{"key": "b", "sco')
+    cache = Cache(path)
+    assert set(cache.rows) == {"a"}  # b runs again
+    cache.put("b", {"score": 2.0})
+    again = Cache(path)
+    assert again.get("a")["score"] == 1.0 and again.get("b")["score"] == 2.0
+
+
+def test_markdown_table_rows() -> None:
+    result = {
+        "setup": {"tasks": ["sst2", "conll2003"]},
+        "arms": {
+            "random": [
+                {
+                    "point": 0.0,
+                    "step": 0,
+                    "tasks": {
+                        "sst2": {"median": 71.4, "min": 70.8, "max": 72.0},
+                        "conll2003": {"median": 47.2, "min": 46.8, "max": 47.5},
+                    },
+                    "suite_average": 59.3,
+                }
+            ],
+            "gdes": [
+                {
+                    "point": 0.25,
+                    "step": 600,
+                    "flops": 2.28e13,
+                    "tasks": {"sst2": {"median": 68.1, "min": 67.2, "max": 68.9}},
+                    "validation": {"disc_auc": 0.886, "collapsed": False},
+                    "heldout_detection": {"swap_auc": 0.8441, "generator_auc": 0.9037},
+                },
+                {
+                    "point": 0.5,
+                    "step": 1200,
+                    "flops": 4.55e13,
+                    "tasks": {},
+                    "validation": {"disc_auc": 0.55, "collapsed": False},
+                    "collapsed_at_step": 400,
+                },
+            ],
+        },
+    }
+    lines = ec.markdown_table(result).splitlines()
+    assert lines[0].startswith("| arm | budget | steps | FLOPs | sst2 | conll2003 | average |")
+    assert lines[2] == "| random | - | 0 | 0 | 71.4 (70.8-72.0) | 47.2 (46.8-47.5) | 59.3 |  |  |  |"
+    assert lines[3] == "| gdes | 25% | 600 | 2.28e+13 | 68.1 (67.2-68.9) |  |  | 0.89 | 0.844 | 0.904 |"
+    assert lines[4] == "| gdes | 50% | 1200 | 4.55e+13 |  |  |  | 0.55 (collapsed at 400) |  |  |"
+
+
+def test_a_collapse_is_found_in_the_training_log_before_the_point(tmp_path: Path) -> None:
+    records = [
+        {"split": "train", "step": 50, "collapsed": False},
+        {"split": "val", "step": 300, "collapsed": False},
+        {"split": "train", "step": 400, "collapsed": True},
+        {"split": "train", "step": 450, "collapsed": True},
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert first_collapse(tmp_path, 300) is None
+    assert first_collapse(tmp_path, 600) == 400
+    assert first_collapse(tmp_path / "missing", 600) is None
+
+
+def test_floor_crossing_extrapolates_in_log_flops() -> None:
+    # 50 at 1e13, 53 at 1e14: 3 points a decade, so 59 (the floor) at 1e16.
+    got = ec.floor_crossing([(1e13, 50.0), (1e14, 53.0)], floor=59.0)
+    assert got["above_floor"] is False
+    assert abs(got["slope_per_decade"] - 3.0) < 1e-9
+    assert abs(got["flops"] / 1e16 - 1.0) < 1e-9
+    # Least squares over three points, not the last two.
+    three = ec.floor_crossing([(1e13, 50.0), (1e14, 54.0), (1e15, 56.0)], floor=59.0)
+    assert abs(three["slope_per_decade"] - 3.0) < 1e-9
+    # Falling or flat: no crossing ahead; already above: the last point.
+    assert ec.floor_crossing([(1e13, 55.0), (1e14, 54.0)], floor=59.0)["flops"] is None
+    above = ec.floor_crossing([(1e13, 58.0), (1e14, 60.0)], floor=59.0)
+    assert above["above_floor"] is True and above["flops"] == 1e14
+
+
+def test_floor_crossings_per_arm() -> None:
+    arms = {
+        "random": [{"point": 0.0, "suite_average": 59.0}],
+        "gdes": [{"flops": 1e13, "suite_average": 50.0}, {"flops": 1e14, "suite_average": 53.0}],
+        "mlm": [{"flops": 1e13, "suite_average": 50.0}],  # one point: no line
+    }
+    got = ec.floor_crossings(arms)
+    assert set(got) == {"gdes"} and got["gdes"]["floor"] == 59.0 and got["gdes"]["points"] == 2
+
+
+def test_the_write_up_tables_are_the_results_files() -> None:
+    # The write-up quotes the committed results, not numbers typed in by hand: a rerun that changes them
+    # must change the write-up too.
+    from experiments import embedding_swap as es
+    from experiments import recipe_pilot as rp
+
+    readme = (ROOT / "experiments" / "README.md").read_text(encoding="utf-8")
+    results = ROOT / "experiments" / "results"
+    for name in ("equal_compute_cpu", "equal_compute_cpu_2x"):
+        assert ec.markdown_table(json.loads((results / f"{name}.json").read_text())) in readme, name
+    assert es.markdown_table(json.loads((results / "embedding_swap_cpu.json").read_text())) in readme
+    for path in sorted(results.glob("equal_compute_v2*.json")):
+        assert ec.markdown_table(json.loads(path.read_text())) in readme, path.name
+    pilot = results / "recipe_pilot.json"
+    if pilot.is_file():
+        assert rp.markdown_table(json.loads(pilot.read_text())) in readme
