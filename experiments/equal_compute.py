@@ -467,7 +467,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped: {', '.join(map(str, absent))} absent", file=sys.stderr)
         return 0
     setup.work.mkdir(parents=True, exist_ok=True)
-    save_setup(setup)
+    try:
+        save_setup(setup)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     started = time.perf_counter()
     prepare(WIKI, tokenizer_path(setup.vocab, setup.work), setup.data, usable_cores())
     cache = Cache(setup.work / "evaluations.jsonl")

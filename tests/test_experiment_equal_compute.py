@@ -66,6 +66,11 @@ def test_an_invocation_for_one_seed_reports_the_seeds_other_invocations_left(tmp
     again = load_setup(tmp_path)
     assert again.pretrain_seeds == (1, 2)  # both invocations' seeds
     assert again.budgets == setup.budgets and again.recipe == setup.recipe and again.vocab == "cased-8192"
+    # One work directory, one experiment: a changed setup is refused, not mixed in.
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="another flops; use another --work"):
+        save_setup(replace(setup, flops=2e14))
 
 
 def test_the_setup_of_a_work_directory_that_never_ran_is_refused(tmp_path: Path) -> None:

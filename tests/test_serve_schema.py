@@ -64,9 +64,11 @@ OPERATIONS = [
     ("POST", "/v2/models/{name}/infer"),
     ("POST", "/v2/models/{name}/versions/{version}/infer"),
     ("POST", "/hf/{name}"),
+    ("POST", "/rerank"),
+    ("POST", "/predict"),
 ]
 V2_INFER = {"/v2/models/{name}/infer", "/v2/models/{name}/versions/{version}/infer"}
-WITH_BODY = {"/detect", "/classify", "/tag", "/hf/{name}", *V2_INFER}
+WITH_BODY = {"/detect", "/classify", "/tag", "/hf/{name}", "/rerank", "/predict", *V2_INFER}
 NEEDS_KEY = {
     "/detect",
     "/classify",
@@ -81,6 +83,8 @@ NEEDS_KEY = {
     "/v2/models/{name}/versions/{version}/stats",
     "/v2/models/stats",
     "/hf/{name}",
+    "/rerank",
+    "/predict",
     *V2_INFER,
 }
 # GET routes that name a model: generated names are mostly not loaded.

@@ -37,9 +37,10 @@ from electra.serving.routes_page import page_routes
 from electra.serving.runtime import ModelRunner
 from electra.serving.settings import ServeSettings
 from electra.serving.state import ServerState, load_runners
+from electra.serving.tei import TEI_PATHS, tei_routes
 from electra.serving.timing import server_timing
 
-_JSON_INFERENCE_PATHS = frozenset(KIND_ROUTE.values())
+_JSON_INFERENCE_PATHS = frozenset(KIND_ROUTE.values()) | TEI_PATHS
 
 
 def create_app(
@@ -56,6 +57,7 @@ def create_app(
         route_handlers=[
             *inference_routes(state, guards),
             *protocol_routes(state, guards),
+            *tei_routes(state, guards),
             *health_routes(state),
             *page_routes(settings.example),
             PrometheusController,

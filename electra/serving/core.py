@@ -27,7 +27,7 @@ from litestar.exceptions import HTTPException
 from electra.serving import statistics, timing
 from electra.serving.encoded import Encoded
 from electra.serving.generator import GeneratorRunner
-from electra.serving.postprocess import classify_result, detect_result
+from electra.serving.postprocess import classify_result, detect_result, sigmoid
 from electra.serving.runtime import ModelRunner
 from electra.serving.schemas import DEFAULT_THRESHOLD, ClassifyResult, DetectResult
 from electra.serving.settings import ModelSpec, ServeSettings
@@ -83,11 +83,27 @@ class Tag:
 
 @dataclass(frozen=True)
 class Classify:
-    """Texts or text pairs through a classifier."""
+    """Texts or text pairs through a classifier. `direction`: where a long input loses tokens ("right": its
+    end); `raw_scores`: logits in the results instead of probabilities."""
 
     pairs: list[tuple[str, str | None]]
     truncate: bool = False
     field: str = "inputs"
+    direction: str = "right"
+    raw_scores: bool = False
+
+
+@dataclass(frozen=True)
+class Rerank:
+    """Every text scored against the query by a cross-encoder (a classifier of one output), best first:
+    sigmoid of its logit, as sentence-transformers' CrossEncoder scores it, or the logit with `raw_scores`."""
+
+    query: str
+    texts: list[str]
+    truncate: bool = False
+    direction: str = "right"
+    raw_scores: bool = False
+    field: str = "texts"
 
 
 @dataclass(frozen=True)
@@ -223,15 +239,38 @@ class Inference:
         self.check_chars([b for _, b in pairs if b is not None])
         self.check_fits(len(pairs), "model inputs")
         self.backend.check_ready()
-        encoded = await self.tokenize(
-            runner, functools.partial(runner.encode, truncate=request.truncate), pairs
-        )
+        encode = functools.partial(runner.encode, truncate=request.truncate, direction=request.direction)
+        encoded = await self.tokenize(runner, encode, pairs)
         rows = await self.backend.submit(runner.name, encoded, len(encoded))
         results = [
-            classify_result(row, runner.labels, runner.regression, runner.multi_label, enc.truncated)
+            classify_result(
+                row, runner.labels, runner.regression, runner.multi_label, enc.truncated, request.raw_scores
+            )
             for enc, row in zip(encoded, rows, strict=True)
         ]
         return runner, Classified(encoded, rows, results)
+
+    async def rerank(
+        self, request: Rerank, runner: ModelRunner | None = None, model: str | None = None
+    ) -> tuple[ModelRunner, list[tuple[int, float]]]:
+        """Checked (the texts and the query, the model: one output, readiness), run as (query, text) pairs:
+        (index, score) per text, the highest score first (ties in the texts' order)."""
+        self.check_sizes(request.texts, request.field)
+        self.check_chars([request.query])
+        runner = runner or self.pick(model, "classifier")
+        if len(runner.labels) != 1:
+            raise HTTPException(
+                status_code=400,
+                detail=f"model {runner.name!r} scores {len(runner.labels)} labels; reranking needs a "
+                "cross-encoder, one relevance score per pair (a classifier fine-tuned with --task rerank)",
+            )
+        pairs: list[tuple[str, str | None]] = [(request.query, text) for text in request.texts]
+        classify = Classify(pairs, request.truncate, request.field, request.direction, raw_scores=True)
+        _, classified = await self.classify(classify, runner)
+        logits = np.array([float(row[0]) for row in classified.logits])
+        scores = (logits if request.raw_scores else sigmoid(logits)).tolist()
+        order = sorted(range(len(scores)), key=lambda i: -scores[i])  # stable: ties keep the texts' order
+        return runner, [(i, scores[i]) for i in order]
 
     async def fill_mask(self, request: FillMask, runner: ModelRunner) -> Filled:
         """Checked (the texts, the suggestions, the targets, readiness, the answer's size); masks found or

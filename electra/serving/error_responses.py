@@ -20,13 +20,15 @@ from electra.serving.json_body import NOT_JSON, MalformedBody
 from electra.serving.open_inference import ProtocolError
 from electra.serving.protocols import uses_protocol_errors
 from electra.serving.runtime import TooLong
+from electra.serving.tei import TEI_PATHS
 
 log = logging.getLogger("electra.serving")
 
 
 def error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, Any]]:
     """The app's one exception handler: `{"status_code", "detail"}` (and "extra" for validation details);
-    on the standard protocols' routes (/v2, /hf) their `{"error": message}` with the same status.
+    on the standard protocols' routes (/v2, /hf) their `{"error": message}` with the same status, on TEI's
+    (/rerank, /predict) its `{"error", "error_type"}`.
 
     A body over --max-body-bytes answers 413 naming the limit (whether Content-Length declared it or a chunked
     body outgrew it); a body that is not JSON answers 400 starting with NOT_JSON, whatever broke it.
@@ -35,6 +37,15 @@ def error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[
     its traceback and answered 500 without internals.
     """
     response = _error_body(request, exc)
+    if request.url.path in TEI_PATHS:
+        body = response.content
+        message = body["detail"]
+        if body.get("extra"):
+            message = f"{message}: {_validation_details(body['extra'])}"
+        kind = _tei_error_type(response.status_code, message, response.headers)
+        return Response(
+            {"error": message, "error_type": kind}, status_code=response.status_code, headers=response.headers
+        )
     if uses_protocol_errors(request.url.path):
         body = response.content
         message = body["detail"]
@@ -42,6 +53,16 @@ def error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[
             message = f"{message}: {_validation_details(body['extra'])}"
         return Response({"error": message}, status_code=response.status_code, headers=response.headers)
     return response
+
+
+def _tei_error_type(status: int, message: str, headers: Any) -> str:
+    """TEI's ErrorType for an answer (router/src/http/server.rs): Empty, Validation, Overloaded, Unhealthy,
+    Backend; the status stays ours (413 for a size limit, where TEI answers 422)."""
+    if status >= 500 and status != 503:
+        return "Backend"
+    if status == 503:
+        return "Overloaded" if "queue" in message else "Unhealthy"
+    return "Empty" if "is empty" in message else "Validation"
 
 
 def _status_of(exc: Exception) -> tuple[int, dict[str, str] | None] | None:

@@ -9,6 +9,9 @@ import numpy as np
 from electra.serving.encoded import Encoded
 from electra.serving.schemas import ClassifyResult, DetectResult, Token
 
+# A multi-label model's label is chosen at this probability unless its bundle gives the label its own.
+DEFAULT_LABEL_THRESHOLD = 0.5
+
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
     # tanh form: no overflow warning for large negative logits, unlike 1 / (1 + exp(-x)).
@@ -74,20 +77,39 @@ def with_marks(text: str, offsets: list[tuple[int, int]]) -> list[tuple[int, int
     return out
 
 
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+def class_probabilities(logits: np.ndarray, multi_label: bool) -> np.ndarray:
+    """A classifier's scores as probabilities: one sigmoid per label for a multi-label model or a model of
+    one output (a cross-encoder's relevance, as sentence-transformers' CrossEncoder scores it), a softmax over
+    the labels otherwise (text-embeddings-inference's /predict and /rerank do the same)."""
+    x = logits.astype(np.float64)
+    return sigmoid(x) if multi_label or len(x) == 1 else softmax(x)
+
+
 def classify_result(
-    logits: np.ndarray, labels: list[str], regression: bool, multi_label: bool, truncated: bool
+    logits: np.ndarray,
+    labels: list[str],
+    regression: bool,
+    multi_label: bool,
+    truncated: bool,
+    raw: bool = False,
+    thresholds: list[float] | None = None,
 ) -> ClassifyResult:
+    """`raw`: the logits in `scores` (or `score`) instead of probabilities. A multi-label model lists in
+    `labels` every label whose probability is over its threshold (`thresholds`, else 0.5 for each)."""
     if regression:
         return ClassifyResult(score=float(logits[0]), truncated=truncated)
-    x = logits.astype(np.float64)
+    probs = class_probabilities(logits, multi_label)
+    chosen = None
     if multi_label:
-        probs = sigmoid(x)
-        chosen = [labels[i] for i in np.flatnonzero(probs > 0.5)]
-    else:
-        e = np.exp(x - x.max())
-        probs = e / e.sum()
-        chosen = None
-    scores = {label: float(p) for label, p in zip(labels, probs, strict=True)}
+        cut = np.asarray(thresholds if thresholds is not None else [DEFAULT_LABEL_THRESHOLD] * len(labels))
+        chosen = [labels[i] for i in np.flatnonzero(probs > cut)]
+    shown = logits.astype(np.float64) if raw else probs
+    scores = {label: float(p) for label, p in zip(labels, shown, strict=True)}
     return ClassifyResult(
         label=labels[int(np.argmax(probs))], scores=scores, labels=chosen, truncated=truncated
     )

@@ -116,7 +116,8 @@ async def _classify(state: ServerState, data: ClassifyRequest) -> ClassifyRespon
         pairs = [(data.text, data.text_pair)]
     else:
         pairs = [(x.text, x.text_pair) for x in data.inputs]
-    runner, classified = await state.inference.classify(Classify(pairs, data.truncate), model=data.model)
+    request = Classify(pairs, data.truncate, raw_scores=data.raw_scores)
+    runner, classified = await state.inference.classify(request, model=data.model)
     return ClassifyResponse(model=runner.name, results=classified.results)
 
 

@@ -61,6 +61,10 @@ class ModelRunner:
         self.untruncated = tokenizers.Tokenizer.from_str(self.tokenizer.to_str())
         self.untruncated.no_truncation()
         self.tokenizer.enable_truncation(max_length=self.max_seq_len)
+        # Inputs cut from their start (text-embeddings-inference's truncation_direction "left"): a copy, for
+        # the same reason.
+        self.left = tokenizers.Tokenizer.from_str(self.tokenizer.to_str())
+        self.left.enable_truncation(max_length=self.max_seq_len, direction="left")
         self.pad_id = special_ids(self.tokenizer).pad
         self.mask_id = special_ids(self.tokenizer).mask
 
@@ -77,8 +81,11 @@ class ModelRunner:
     # Tokenization
     # ------------------------------------------------------------------------------------------------------
 
-    def encode(self, items: list[str] | list[tuple[str, str | None]], truncate: bool = True) -> list[Encoded]:
-        """Tokenize texts (or (text, pair) tuples) with offsets; TooLong if one is over (truncate off)."""
+    def encode(
+        self, items: list[str] | list[tuple[str, str | None]], truncate: bool = True, direction: str = "right"
+    ) -> list[Encoded]:
+        """Tokenize texts (or (text, pair) tuples) with offsets; TooLong if one is over (truncate off). A long
+        input loses tokens from its end (`direction` "right") or its start ("left")."""
         inputs: list[Any] = []
         for item in items:
             if isinstance(item, tuple):
@@ -91,7 +98,8 @@ class ModelRunner:
                     inputs.append(f"{text} {pair}")
             else:
                 inputs.append(item)
-        encodings = self.tokenizer.encode_batch(inputs) if len(inputs) > 1 else [self._one(inputs[0])]
+        tokenizer = self.left if direction == "left" else self.tokenizer
+        encodings = tokenizer.encode_batch(inputs) if len(inputs) > 1 else [self._one(tokenizer, inputs[0])]
         out = []
         for i, enc in enumerate(encodings):
             truncated = bool(enc.overflowing)
@@ -110,10 +118,11 @@ class ModelRunner:
         )
         return [from_encoding(enc, truncated=False) for enc in encodings]
 
-    def _one(self, item: Any) -> tokenizers.Encoding:
+    @staticmethod
+    def _one(tokenizer: tokenizers.Tokenizer, item: Any) -> tokenizers.Encoding:
         if isinstance(item, tuple):
-            return self.tokenizer.encode(*item)
-        return self.tokenizer.encode(item)
+            return tokenizer.encode(*item)
+        return tokenizer.encode(item)
 
     # ------------------------------------------------------------------------------------------------------
     # Inference

@@ -89,11 +89,14 @@ class ClassifyRequest(Struct, forbid_unknown_fields=True):
     inputs: list[PairInput] | None = None
     model: ModelName | None = None
     truncate: bool = True
+    # Logits in `scores` (or `score`) instead of probabilities, as text-embeddings-inference's raw_scores.
+    raw_scores: bool = False
 
 
 class ClassifyResult(Struct, omit_defaults=True):
-    """`label` and every label's probability in `scores`; a regression model answers `score` instead.
-    A multi-label model also lists every label over 0.5 in `labels`."""
+    """`label` and every label's probability in `scores` (its logit with raw_scores); a regression model
+    answers `score` instead. A multi-label model also lists in `labels` every label over its threshold
+    (0.5 unless its bundle says otherwise)."""
 
     label: str | None = None
     scores: dict[str, float] | None = None
@@ -190,3 +193,51 @@ class ErrorBody(Struct, omit_defaults=True):
 
 def to_model_info(described: dict[str, object]) -> ModelInfo:
     return msgspec.convert(described, ModelInfo)
+
+
+# --- text-embeddings-inference's shapes (its OpenAPI document, docs/openapi.json of release 1.9.3) ---------
+
+Direction = Literal["left", "Left", "right", "Right"]
+
+
+class RerankRequest(Struct, forbid_unknown_fields=True):
+    """TEI's POST /rerank: every text scored against the query by a cross-encoder (one output), best first.
+    `truncate` null or absent: the server's default, refusing a pair over the model's length. `model` is
+    ours (which cross-encoder, when the server has several)."""
+
+    query: str
+    texts: list[str]
+    truncate: bool | None = None
+    truncation_direction: Direction = "right"
+    raw_scores: bool = False
+    return_text: bool = False
+    model: ModelName | None = None
+
+
+class Rank(Struct, omit_defaults=True):
+    index: int
+    score: float
+    text: str | None = None
+
+
+class PredictRequest(Struct, forbid_unknown_fields=True):
+    """TEI's POST /predict: one text, a pair [text, text], or a batch of both ([[text], [text, text], ...])
+    through a classifier; every label's score, best first."""
+
+    inputs: str | list[str | list[str]]
+    truncate: bool | None = None
+    truncation_direction: Direction = "right"
+    raw_scores: bool = False
+    model: ModelName | None = None
+
+
+class Prediction(Struct):
+    score: float
+    label: str
+
+
+class TEIError(Struct):
+    """TEI's error answer."""
+
+    error: str
+    error_type: str

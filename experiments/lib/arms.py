@@ -121,17 +121,25 @@ def detection_key(arm: str, seed: int, point: float) -> str:
 
 
 SETUP_RECORD = "setup.json"
+PRETRAINING_FIELDS = ("vocab", "size", "flops", "recipe", "points")
 
 
 def save_setup(setup: Setup) -> None:
     """The work directory's setup, for what reads it later (embedding_swap): written when an invocation of
     the experiment starts."""
-    record = setup.describe()
+    record = json.loads(json.dumps(setup.describe()))  # as the file holds it: lists, not tuples
     path = setup.work / SETUP_RECORD
     if path.is_file():
-        # Invocations may split the pre-training seeds between them: the work directory holds them all.
-        earlier = json.loads(path.read_text()).get("pretrain_seeds", [])
-        record["pretrain_seeds"] = sorted({*earlier, *setup.pretrain_seeds})
+        earlier = json.loads(path.read_text())
+        # Invocations may split the pre-training seeds between them (the work directory holds them all) and
+        # evaluate with another fine-tuning budget (its cache keys name it); anything else of the
+        # pre-training changed would mix two experiments in one directory.
+        changed = sorted(k for k in PRETRAINING_FIELDS if earlier.get(k) != record[k])
+        if changed:
+            raise ValueError(
+                f"{setup.work} holds an experiment with another {', '.join(changed)}; use another --work"
+            )
+        record["pretrain_seeds"] = sorted({*earlier["pretrain_seeds"], *setup.pretrain_seeds})
     write_record(path, record)
 
 
