@@ -20,6 +20,7 @@ without breaking older servers; a change older readers must not ignore needs a n
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -50,7 +51,9 @@ GENERATOR_INPUT_NAMES = (*INPUT_NAMES, MASKED_POSITIONS)
 # The fused attention reads the mask as per-row lengths, so inputs must be padded on the right (PADDING_SIDE,
 # the side electra.padding pads on, re-exported here because a bundle records it).
 
-_FIX = "re-export the model into a fresh bundle"
+_FIX = "export the model again into a fresh directory: electra export --model MODEL --out DIR"
+# A Hub model id as `electra export --model` takes it: owner/name, nothing that a local path would need.
+_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 
 
 class Quantization(msgspec.Struct, frozen=True, kw_only=True):
@@ -135,6 +138,8 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     # A classifier's or tagger's "0".."n-1" -> name; None for a discriminator.
     labels: dict[str, str] | None = None
     problem_type: str | None = None  # a classifier's HF problem_type (None for the other kinds)
+    # A multi-label classifier's threshold per label name (from its config.json); None: 0.5 for every label.
+    label_thresholds: dict[str, float] | None = None
     max_seq_len: int  # longest input in tokens, [CLS] and [SEP] included
     precision: Precision
     opset: int
@@ -156,10 +161,12 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     created: str  # ISO 8601, UTC
 
     def to_dict(self) -> dict[str, Any]:
-        """bundle.json's JSON object (without `generator` when there is none, as before it existed)."""
+        """bundle.json's JSON object (without `generator` or `label_thresholds` when there is none, as before
+        they existed)."""
         out = msgspec.to_builtins(self)
-        if out.get("generator") is None:
-            del out["generator"]
+        for optional in ("generator", "label_thresholds"):
+            if out.get(optional) is None:
+                out.pop(optional, None)
         return out
 
 
@@ -174,41 +181,62 @@ def read_bundle(bundle_dir: Path) -> Bundle:
     """bundle.json of an exported bundle, validated (InputError naming the file when missing or corrupt)."""
     bundle_dir = Path(bundle_dir)
     if not bundle_dir.is_dir():
-        raise InputError(f"{bundle_dir}: not a directory; pass an exported ONNX bundle directory")
+        raise InputError(_not_a_directory(bundle_dir))
     path = bundle_dir / BUNDLE_JSON
     if not path.is_file():
-        raise InputError(f"{bundle_dir}: no {BUNDLE_JSON}; this is not an exported ONNX bundle ({_FIX})")
+        raise InputError(_not_a_bundle(bundle_dir))
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"{path}: not readable JSON ({' '.join(str(e).split())}); {_FIX}") from None
+        raise InputError(f"{path}: not readable JSON: {' '.join(str(e).split())} ({_FIX})") from None
     bundle = _parse(raw, path)
     if not (bundle_dir / MODEL_ONNX).is_file():
-        raise InputError(f"{bundle_dir}: {MODEL_ONNX} is missing; {_FIX}")
+        raise InputError(f"{bundle_dir}: {MODEL_ONNX} is missing ({_FIX})")
     if bundle.generator is not None and not (bundle_dir / GENERATOR_DIR / MODEL_ONNX).is_file():
-        raise InputError(f"{bundle_dir}: {GENERATOR_DIR}/{MODEL_ONNX} is missing; {_FIX}")
+        raise InputError(f"{bundle_dir}: {GENERATOR_DIR}/{MODEL_ONNX} is missing ({_FIX})")
     return bundle
+
+
+def _not_a_directory(path: Path) -> str:
+    what = "not a directory" if path.exists() else "no such directory"
+    if not path.exists() and _HUB_ID.fullmatch(str(path)):
+        # The README's recipe for a Hub model: the server reads bundles, not Hub ids.
+        name = str(path).split("/")[-1]
+        return (
+            f"{path}: {what}; the server takes exported bundles, not Hub ids (export it first: "
+            f"electra export --model {path} --out bundles/{name}, then serve bundles/{name})"
+        )
+    return f"{path}: {what} (pass a bundle directory written by `electra export`)"
+
+
+def _not_a_bundle(path: Path) -> str:
+    if (path / "config.json").is_file():  # a pre-trained or fine-tuned model directory
+        return (
+            f"{path}: a model directory, not an exported bundle (export it first: electra export --model "
+            f"{path} --out {path}-onnx, then serve {path}-onnx)"
+        )
+    return f"{path}: no {BUNDLE_JSON}, so not a bundle written by `electra export` ({_FIX})"
 
 
 def _parse(raw: Any, path: Path) -> Bundle:
     """A decoded bundle.json (from `path`, named in errors) as a Bundle, or a one-line InputError."""
     if not isinstance(raw, dict):
-        raise InputError(f"{path}: expected a JSON object; {_FIX}")
+        raise InputError(f"{path}: expected a JSON object ({_FIX})")
     if raw.get("format") != BUNDLE_FORMAT:
-        raise InputError(f"{path}: format is {raw.get('format')!r}, not {BUNDLE_FORMAT!r}; {_FIX}")
+        raise InputError(f"{path}: format is {raw.get('format')!r}, not {BUNDLE_FORMAT!r} ({_FIX})")
     if raw.get("version") != BUNDLE_VERSION:
         raise InputError(
             f"{path}: bundle version {raw.get('version')!r} is not supported (this tool reads "
-            f"{BUNDLE_VERSION}); {_FIX}"
+            f"{BUNDLE_VERSION}; {_FIX})"
         )
     # The checks that name what a reader relies on come first, in words; the schema catches the rest.
     problems = _problems(raw)
     if problems:
-        raise InputError(f"{path}: {'; '.join(problems)}; {_FIX}")
+        raise InputError(f"{path}: {'; '.join(problems)} ({_FIX})")
     try:
         return msgspec.convert(raw, Bundle)
     except msgspec.ValidationError as e:  # one line, e.g. "Expected `int`, got `str` - at `$.opset`"
-        raise InputError(f"{path}: {e}; {_FIX}") from None
+        raise InputError(f"{path}: {e} ({_FIX})") from None
 
 
 def _problems(raw: dict[str, Any]) -> list[str]:

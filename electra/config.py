@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from electra.errors import InputError
+from electra.linear_head import LINEAR_MODEL_TYPE
 from electra.sizes import SIZES, generator_fraction
 
 AttnImpl = Literal["sdpa", "math"]
@@ -43,6 +44,11 @@ REQUIRED_HF_FIELDS = (
 )
 
 
+# A classifier with the official linear head is saved under a model type of its own (electra.linear_head);
+# it is still ELECTRA.
+MODEL_TYPES = ("electra", LINEAR_MODEL_TYPE)
+
+
 @dataclass
 class ElectraConfig:
     # Defaults are transformers' ElectraConfig defaults (the ELECTRA-Small discriminator).
@@ -66,6 +72,9 @@ class ElectraConfig:
     id2label: dict[int, str] | None = None
     label2id: dict[str, int] | None = None
     problem_type: ProblemType | None = None
+    # A multi-label classifier's threshold per label (chosen on its dev set by `electra finetune`): ours, kept
+    # in config.json beside the labels (transformers keeps unknown keys as attributes); None elsewhere.
+    label_thresholds: dict[str, float] | None = None
     # Runtime only, never written to config.json: "sdpa" for training/serving in PyTorch, "math" for the
     # explicit matmul/softmax graph that ONNX Runtime's transformer optimizer fuses into Attention nodes.
     attn_impl: AttnImpl = field(default="sdpa", compare=False)
@@ -131,6 +140,11 @@ class ElectraConfig:
             raise InputError(f"id2label keys must be 0..{self.num_labels - 1}, got {sorted(self.id2label)}")
         if {self.label2id[v] for v in self.id2label.values() if v in self.label2id} != set(self.id2label):
             raise InputError("label2id must be the inverse of id2label")
+        if self.label_thresholds is not None:
+            known = set(self.id2label.values())
+            bad = {k: v for k, v in self.label_thresholds.items() if k not in known or not 0.0 <= v <= 1.0}
+            if bad:
+                raise InputError(f"label_thresholds must be labels' thresholds in [0, 1], got {bad}")
 
     @property
     def head_dim(self) -> int:
@@ -181,6 +195,8 @@ class ElectraConfig:
             d["label2id"] = dict(self.label2id)
         if architecture == "ElectraForSequenceClassification":
             d["problem_type"] = self.problem_type
+            if self.label_thresholds is not None:
+                d["label_thresholds"] = dict(self.label_thresholds)
         return d
 
     @classmethod
@@ -188,7 +204,7 @@ class ElectraConfig:
         """Read a transformers config dict; `source` names the file in error messages."""
         if not isinstance(d, dict):
             raise InputError(f"{source}: expected a JSON object; pass an ELECTRA config.json")
-        if d.get("model_type") != "electra":
+        if d.get("model_type") not in MODEL_TYPES:
             raise InputError(
                 f"{source}: model_type is {d.get('model_type')!r}, not 'electra'; pass an ELECTRA checkpoint"
             )
@@ -229,7 +245,7 @@ class ElectraConfig:
 
 _RUNTIME = frozenset({"attn_impl"})
 # Label fields go only into a classifier's config.json (transformers derives num_labels from id2label).
-_NOT_HF_ALWAYS = _RUNTIME | {"id2label", "label2id", "problem_type", "num_labels"}
+_NOT_HF_ALWAYS = _RUNTIME | {"id2label", "label2id", "problem_type", "num_labels", "label_thresholds"}
 _NULLABLE = frozenset({"pad_token_id", "classifier_dropout", "problem_type"})
 
 

@@ -34,6 +34,7 @@ from electra.atomic import atomic_dir
 from electra.config import ARCHITECTURES, ElectraConfig
 from electra.errors import InputError
 from electra.files import CONFIG_JSON, LINEAR_HEAD_CODE, MODEL_SAFETENSORS, PYTORCH_MODEL_BIN
+from electra.linear_head import LINEAR_HEAD_AUTO_MAP, LINEAR_MODEL_TYPE
 from electra.model import (
     CLASSIFIER_HEADS,
     ClassifierHead,
@@ -53,9 +54,6 @@ BUFFER_KEYS = ("electra.embeddings.position_ids", "electra.embeddings.token_type
 BACKBONE_PREFIX = "electra."
 CLASSIFIER_HEAD_KEY = "classifier_head"
 CLASSIFIER_PREFIX = "classifier."
-# config.json's pointer from transformers' Auto class to the linear head's remote code.
-LINEAR_HEAD_CLASS = f"{LINEAR_HEAD_CODE.removesuffix('.py')}.ElectraForSequenceClassification"
-LINEAR_HEAD_AUTO_MAP = {"AutoModelForSequenceClassification": LINEAR_HEAD_CLASS}
 
 
 @dataclass
@@ -100,6 +98,7 @@ def save_hf_dir(
         config[CLASSIFIER_HEAD_KEY] = model.head
         if model.head == "linear":
             config["auto_map"] = LINEAR_HEAD_AUTO_MAP
+            config["model_type"] = LINEAR_MODEL_TYPE
             extra_files = {
                 **extra_files,
                 LINEAR_HEAD_CODE: Path(__file__).with_name(LINEAR_HEAD_CODE).read_bytes(),
@@ -150,7 +149,15 @@ def load_hf_dir_with_report(
     model.eval()
     report.newly_initialized = sorted(missing + mismatched)
     report.unused = sorted(unused)
-    if report.newly_initialized:
+    if report.newly_initialized and not any(k.startswith(BACKBONE_PREFIX) for k in report.newly_initialized):
+        # Only the task head is new (a discriminator loaded to fine-tune): what fine-tuning expects.
+        log.info(
+            "%s: the encoder loaded; the %s head is new, to be trained: %s",
+            path,
+            kind,
+            ", ".join(report.newly_initialized),
+        )
+    elif report.newly_initialized:
         log.warning(
             "%s: loaded as %s; newly initialised (train before use): %s",
             path,

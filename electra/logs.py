@@ -69,11 +69,19 @@ def formatter(fmt: str = "plain") -> logging.Formatter:
     return JsonFormatter() if check_format(fmt) == "json" else PlainFormatter()
 
 
+def _uvicorn_name(record: logging.LogRecord) -> bool:
+    # uvicorn logs its start-up and shutdown lines as "uvicorn.error", which reads as a fault: "uvicorn".
+    if record.name == "uvicorn.error":
+        record.name = "uvicorn"
+    return True
+
+
 class StderrHandler(logging.StreamHandler):
     """Writes to whatever sys.stderr is when a record comes (pytest's capture, contextlib.redirect_stderr)."""
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
+        self.addFilter(_uvicorn_name)
 
     @property  # type: ignore[override]
     def stream(self) -> Any:
@@ -86,7 +94,7 @@ class StderrHandler(logging.StreamHandler):
 
 def check_format(fmt: str, source: str = "--log-format") -> LogFormat:
     if fmt not in FORMATS:
-        raise InputError(f"{source} must be plain or json, not {fmt!r}")
+        raise InputError(f"{source} is {fmt!r} (set it to plain or json)")
     return fmt  # type: ignore[return-value]
 
 

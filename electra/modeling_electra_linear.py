@@ -1,15 +1,16 @@
 """The official ELECTRA classifier head for transformers: remote code saved with every classifier that
 `electra finetune` writes with the `linear` head (the `official` and `intended` recipes).
 
-config.json names this file in `auto_map`, so in transformers
+config.json names this file in `auto_map` and gives the directory a model type of its own ("electra_linear"),
+so in transformers
 
     AutoModelForSequenceClassification.from_pretrained(model_dir, trust_remote_code=True)
     pipeline("text-classification", model=model_dir, trust_remote_code=True)
 
 build this class and load the directory's weights unchanged, giving the logits electra computes (the head's
 weights are `classifier.dense.*`, as electra.model.ElectraLinearClassificationHead saves them). Without
-`trust_remote_code=True`, transformers uses its own ElectraForSequenceClassification, whose head has another
-shape: it refuses the directory with a size mismatch rather than loading a random head.
+`trust_remote_code=True` transformers knows no class for that model type and refuses with its own message,
+asking for `trust_remote_code=True`: never its own head at random, nor a size mismatch.
 
 transformers copies this one file next to its cache of remote code, so it imports only torch and
 transformers, never electra.
@@ -36,10 +37,18 @@ class ElectraLinearClassificationHead(nn.Module):
         return self.dense(self.dropout(hidden[:, 0]))
 
 
+class ElectraLinearConfig(ElectraConfig):
+    """transformers' ElectraConfig under a model type of its own, which only this file's classes load."""
+
+    model_type = "electra_linear"
+
+
 # transformers' class with the official head in place of its own: the forward pass, the losses of every
 # problem type and the outputs are transformers'. It keeps transformers' class name because the pipelines
 # check the name against the classes they support and log an error for any other.
 class ElectraForSequenceClassification(modeling_electra.ElectraForSequenceClassification):
+    config_class = ElectraLinearConfig
+
     def __init__(self, config: ElectraConfig) -> None:
         super().__init__(config)
         self.classifier = ElectraLinearClassificationHead(config)

@@ -272,7 +272,9 @@ def markdown_table(result: dict[str, Any]) -> str:
         for task in result["setup"]["floors"]["tasks"]:
             got, floor = (t.get("finetuned") or {}).get(task), result["floors"].get(t["vocab"], {}).get(task)
             cells.append(f"{got['median']:.1f} ({floor['median']:.1f})" if got and floor else "")
-        cells.append(f"{t['segment_seconds'] / 60:.0f}")
+        # Minutes of a run timed whole; a run resumed after a crash timed only its tail, which says nothing.
+        timed_whole = t.get("segment_steps", t["steps"]) == t["steps"]
+        cells.append(f"{t['segment_seconds'] / 60:.0f}" if timed_whole else "resumed")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

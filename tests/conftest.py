@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# The one form of a command's error line: `electra <command>: error: <what> (<what to do>)`.
+ERROR_LINE = re.compile(r"^electra(?: [a-z]+)*: error: .+ \(.+\)$")
 SHARED_DATA = ROOT.parent / "shared" / "data"
 N_DOCS = 60
 N_WORDS = 40

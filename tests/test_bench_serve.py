@@ -186,8 +186,10 @@ def test_the_overhead_probe_takes_the_model_time_from_each_answer(
         probe = asyncio.run(st.overhead_probe(url, "/detect", texts, repeats=2))
     assert probe["texts"] == 3 and probe["repeats"] == 2
     assert 0 < probe["model_p50_ms"] < probe["server_p50_ms"]
-    # The overhead is what is left of the latency: positive, and less than all of it.
-    assert 0 < probe["overhead_floor_p50_ms"] <= probe["overhead_p50_ms"] < probe["server_p50_ms"]
+    # The overhead is what is left of the latency: positive, its floor (each text's best) at most its median.
+    # (Not compared with server_p50_ms: that is the median over every request, this one over texts of
+    # different lengths, which a busy machine can put either side of it.)
+    assert 0 < probe["overhead_floor_p50_ms"] <= probe["overhead_p50_ms"]
     if server == "ours":
         assert probe["tokenize_p50_ms"] > 0 and probe["queue_p50_ms"] >= 0
     else:
@@ -470,7 +472,7 @@ def test_naive_server_answers_detect_and_classify_like_the_model(tmp_path: Path)
             np.testing.assert_allclose(scores, 1 / (1 + np.exp(-logits[1:-1])), atol=1e-5)
             assert [t["replaced"] for t in result["tokens"]] == [t["score"] > 0.5 for t in result["tokens"]]
             replaced = sum(t["replaced"] for t in result["tokens"])
-            assert result["replaced_fraction"] == pytest.approx(replaced / len(result["tokens"]))
+            assert result["replaced_fraction"] == pytest.approx(replaced / len(result["tokens"]), abs=1e-6)
         assert [r["truncated"] for r in body["results"]] == [False, False, True]
         assert len(body["results"][2]["tokens"]) == max_len - 2
         one = client.post("/detect", json={"text": texts[1], "threshold": 0.0}).json()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -211,10 +212,27 @@ def test_unknown_fields_are_ignored_and_nullable_ones_may_be_absent(tmp_path: Pa
 
 
 def test_missing_directory_file_or_model(tmp_path: Path) -> None:
-    one_line_error(tmp_path / "absent", "not a directory")
+    one_line_error(
+        tmp_path / "absent", "no such directory \\(pass a bundle directory written by `electra export`\\)"
+    )
     empty = tmp_path / "empty"
     empty.mkdir()
-    one_line_error(empty, "no bundle.json; this is not an exported ONNX bundle")
+    one_line_error(empty, "no bundle.json, so not a bundle written by `electra export`")
+    (empty / "config.json").write_text("{}")
+    one_line_error(
+        empty,
+        re.escape(
+            "a model directory, not an exported bundle "
+            f"(export it first: electra export --model {empty} --out {empty}-onnx"
+        ),
+    )
+
+
+def test_a_hub_id_is_pointed_to_electra_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    hub_id = "google/electra-small-discriminator"
+    fix = f"(export it first: electra export --model {hub_id} --out bundles/electra-small-discriminator, then"
+    one_line_error(Path(hub_id), re.escape(fix))
     bundle = bundle_dir(tmp_path, CLASSIFIER_V1)
     (bundle / MODEL_ONNX).unlink()
     one_line_error(bundle, "model.onnx is missing")
@@ -233,7 +251,9 @@ def test_missing_directory_file_or_model(tmp_path: Path) -> None:
 )
 def test_not_a_json_object(tmp_path: Path, text: str | bytes, match: str) -> None:
     message = one_line_error(bundle_dir(tmp_path, text), match)
-    assert message.endswith("re-export the model into a fresh bundle")
+    assert message.endswith(
+        "(export the model again into a fresh directory: electra export --model MODEL --out DIR)"
+    )
 
 
 def changed(raw: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
@@ -257,7 +277,7 @@ def changed(raw: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
         # format and version first: a bundle of another format or version is not read any further
         ({"format": "other"}, "format is 'other', not 'electra-onnx-bundle'"),
         ({"format": ...}, "format is None"),
-        ({"version": 2}, "bundle version 2 is not supported \\(this tool reads 1\\)"),
+        ({"version": 2}, "bundle version 2 is not supported \\(this tool reads 1;"),
         ({"version": "1"}, "bundle version '1' is not supported"),
         # what a reader relies on, in words (several at once)
         ({"kind": "generator"}, "kind 'generator' is not one of discriminator, classifier"),
@@ -289,7 +309,9 @@ def changed(raw: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
 def test_malformed_fields(tmp_path: Path, change: dict[str, Any], match: str) -> None:
     message = one_line_error(bundle_dir(tmp_path, changed(CLASSIFIER_V1, change)), match)
     assert str(tmp_path / "bundle" / BUNDLE_JSON) in message
-    assert message.endswith("; re-export the model into a fresh bundle")
+    assert message.endswith(
+        "export the model again into a fresh directory: electra export --model MODEL --out DIR)"
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------

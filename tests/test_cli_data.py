@@ -16,6 +16,7 @@ import pytest
 
 from electra.cli.main import main
 from electra.training.data.dataset import PretrainingData
+from tests.conftest import ERROR_LINE
 
 from .conftest import make_marked_corpus, shared_path
 
@@ -129,7 +130,7 @@ def test_bad_input_is_one_clear_line_and_exit_2(
     argv, needle = _bad(tmp_path, word_vocab, marked_corpus)[case]
     code, _, err = run(argv, capsys)
     assert code == 2, err
-    assert err.startswith("electra: error: ") and err.count("\n") == 1, err
+    assert ERROR_LINE.match(err.rstrip("\n")) and err.count("\n") == 1, err
     assert needle in err
     assert "Traceback" not in err
     assert not (tmp_path / "out").exists()

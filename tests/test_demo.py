@@ -265,7 +265,9 @@ def test_serve_demo_pre_fills_the_page_and_prints_a_curl_of_the_example(
     assert demo.serve_demo(tmp_path / "bundle", "127.0.0.1", 8123, text) == 0
     assert seen["settings"].example == text and seen["settings"].port == 8123
     out = capsys.readouterr().out
-    curl = next(line for line in out.splitlines() if "curl" in line)
-    argv = shlex.split(curl)
+    command = out[out.index("curl") :].split("\n\n")[0].replace("\\\n", " ")  # one command, two lines
+    argv = shlex.split(command)
     assert argv[:3] == ["curl", "-s", "http://localhost:8123/detect"]
     assert json.loads(argv[argv.index("-d") + 1]) == {"text": text, "level": "word"}
+    # Its answer pretty-printed, for a person to read.
+    assert argv[argv.index("-d") + 2 :] == ["|", "python", "-m", "json.tool"]

@@ -133,15 +133,19 @@ def test_custom_csv_classification_end_to_end(
     capsys.readouterr()
 
     # The default (official) recipe saves the official linear head, which transformers' class refuses; the
-    # remote code saved with it gives transformers' Auto class and pipeline our logits.
+    # remote code saved with it gives transformers' Auto class and pipeline our logits. Without
+    # trust_remote_code the Auto class and the pipeline refuse with transformers' own message.
     assert json.loads((out / "config.json").read_text())["classifier_head"] == "linear"
     import transformers
 
     with pytest.raises(RuntimeError, match="size mismatch"):
         transformers.ElectraForSequenceClassification.from_pretrained(out)
-    with pytest.raises(RuntimeError, match="size mismatch"):  # no trust_remote_code: transformers' class
+    with pytest.raises(ValueError, match="trust_remote_code=True"):
         transformers.AutoModelForSequenceClassification.from_pretrained(out)
+    with pytest.raises(ValueError, match="trust_remote_code=True"):
+        transformers.pipeline("text-classification", model=str(out))
     _transformers_gives_our_logits(out)
+    capsys.readouterr()  # transformers' own "Do you wish to run the custom code? [y/N]" prompts
 
     assert main(["evaluate", "--task", "custom", "--model", str(out), "--dev", str(dev), "--json"]) == 0
     evaluated = json.loads(capsys.readouterr().out)
@@ -316,6 +320,12 @@ def test_tiny_model_on_an_sst2_slice_beats_the_majority_baseline(tmp_path: Path,
     acc = json.loads((out / "eval_results.json").read_text())["median"]["dev"]["accuracy"]
     majority = 444 / 872  # SST-2 dev: 444 positive of 872
     assert acc > majority + 0.08, acc
+    # GLUE's label names, not the files' "0"/"1": what /classify and transformers' pipeline answer with.
+    assert json.loads((out / "config.json").read_text())["id2label"] == {"0": "negative", "1": "positive"}
+    import transformers
+
+    pipe = transformers.pipeline("text-classification", model=str(out), trust_remote_code=True)
+    assert pipe("a gorgeous, witty, seductive movie .")[0]["label"] in ("negative", "positive")
     capsys.readouterr()
     pred = tmp_path / "SST-2.tsv"
     assert (
@@ -336,4 +346,4 @@ def test_tiny_model_on_an_sst2_slice_beats_the_majority_baseline(tmp_path: Path,
     )
     lines = pred.read_text().splitlines()
     assert lines[0] == "index\tprediction" and len(lines) == 1822
-    assert {line.split("\t")[1] for line in lines[1:]} <= {"0", "1"}
+    assert {line.split("\t")[1] for line in lines[1:]} <= {"0", "1"}  # the leaderboard's labels

@@ -21,6 +21,7 @@ import pytest
 from electra import hub
 from electra.cli.main import main
 from electra.errors import InputError
+from tests.conftest import ERROR_LINE
 
 REPO = "google-test/electra-tiny-discriminator"
 COMMIT_A = "a" * 40
@@ -115,7 +116,7 @@ def cached_repo(hf_cache: Path, tmp_path: Path) -> Path:
 
 def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
     err = capsys.readouterr().err
-    assert err.startswith("electra: error: ") and err.count("\n") == 1, err
+    assert ERROR_LINE.match(err.rstrip("\n")) and err.count("\n") == 1, err
     return err
 
 
@@ -539,3 +540,47 @@ def test_the_released_small_checkpoint_id_exports_and_serves(hf_cache: Path, tmp
     tokens = r.json()["results"][0]["tokens"]
     assert [t["text"] for t in tokens] == ["The", "chef", "cooked", "the", "river", "."]
     assert all(text[t["start"] : t["end"]] == t["text"] for t in tokens)
+
+
+def test_a_released_cross_encoder_id_exports_and_reranks_as_sentence_transformers_does(
+    hf_cache: Path, tmp_path: Path, capsys
+) -> None:
+    # cross-encoder/ms-marco-electra-base as sentence-transformers publishes it: transformers'
+    # ElectraForSequenceClassification with one output, pytorch_model.bin and a BERT vocabulary; tiny here.
+    import torch
+    import transformers
+    from litestar.testing import TestClient
+    from sentence_transformers import CrossEncoder
+
+    from electra.serving.app import create_app
+    from electra.serving.settings import ModelSpec, ServeSettings
+
+    repo_id = "cross-encoder/ms-marco-electra-base"
+    out = tmp_path / "ce-layout"
+    torch.manual_seed(4)
+    config = {
+        **GOOGLE_CONFIG,
+        "vocab_size": len(VOCAB),
+        "num_labels": 1,
+        "architectures": ["ElectraForSequenceClassification"],
+    }
+    model = transformers.ElectraForSequenceClassification(transformers.ElectraConfig(**config))
+    model.save_pretrained(out, safe_serialization=False)
+    files = {
+        "config.json": (out / "config.json").read_bytes(),
+        "pytorch_model.bin": (out / "pytorch_model.bin").read_bytes(),
+        "vocab.txt": ("\n".join(VOCAB) + "\n").encode(),
+        "tokenizer_config.json": json.dumps({"do_lower_case": True, "model_max_length": 64}).encode(),
+    }
+    snapshot = add_snapshot(hf_cache, repo_id, files, COMMIT_A, ("main",))
+    bundle = tmp_path / "reranker"
+    assert main(["export", "--model", repo_id, "--out", str(bundle)]) == 0, capsys.readouterr().err
+    query, texts = "the movie", ["the movie was great .", "bad .", "the plot was awful ."]
+    expected = CrossEncoder(str(snapshot), device="cpu").predict([(query, t) for t in texts])
+    with TestClient(create_app(ServeSettings(models=(ModelSpec("ce", bundle),)))) as client:
+        while client.get("/health/ready").status_code != 200:
+            pass
+        ranks = client.post("/rerank", json={"query": query, "texts": texts}).json()
+    assert [r["index"] for r in ranks] == sorted(range(3), key=lambda i: -float(expected[i]))
+    got = {r["index"]: r["score"] for r in ranks}
+    assert [got[i] for i in range(3)] == pytest.approx([float(x) for x in expected], abs=1e-4)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 
@@ -172,7 +173,9 @@ def test_transformers_save_pretrained_loads_here(kind: str, safe: bool, tmp_path
         assert ours.generator_lm_head.weight is ours.electra.embeddings.word_embeddings.weight
 
 
-def test_legacy_checkpoint_with_buffers_and_bare_electra_model(tmp_path: Path) -> None:
+def test_legacy_checkpoint_with_buffers_and_bare_electra_model(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     torch.manual_seed(0)
     cfg = tiny()
     hf = hf_model("discriminator", cfg)
@@ -187,7 +190,9 @@ def test_legacy_checkpoint_with_buffers_and_bare_electra_model(tmp_path: Path) -
     # A bare ElectraModel checkpoint (no "electra." prefix) loads as any head, with the head fresh.
     bare = tmp_path / "bare"
     hf.electra.save_pretrained(bare)
-    model, report = load_hf_dir_with_report(bare, "discriminator")
+    with caplog.at_level(logging.INFO, logger="electra"):
+        model, report = load_hf_dir_with_report(bare, "discriminator")
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert report.newly_initialized == [
         "discriminator_predictions.dense.bias",
         "discriminator_predictions.dense.weight",
@@ -199,11 +204,15 @@ def test_legacy_checkpoint_with_buffers_and_bare_electra_model(tmp_path: Path) -
     )
 
 
-def test_discriminator_checkpoint_as_classifier(tmp_path: Path) -> None:
+def test_discriminator_checkpoint_as_classifier(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     torch.manual_seed(0)
     disc = ElectraDiscriminator(tiny())
     save_hf_dir(disc, tmp_path / "d")
-    clf, report = load_hf_dir_with_report(tmp_path / "d", "classifier", num_labels=5)
+    with caplog.at_level(logging.INFO, logger="electra"):
+        clf, report = load_hf_dir_with_report(tmp_path / "d", "classifier", num_labels=5)
+    # A new head before fine-tuning is expected: said, not warned about.
+    assert [r.levelno for r in caplog.records if "head is new" in r.getMessage()] == [logging.INFO]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert isinstance(clf, ElectraClassifier) and clf.config.num_labels == 5
     assert report.newly_initialized == [
         "classifier.dense.bias",

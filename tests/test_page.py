@@ -1,8 +1,8 @@
 """The HTML page at `/`: served by the real `electra serve`, rendered by headless Chromium.
 
-The page runs a detection (or, for a tagger, a tagging) on load when the URL has `?text=`, so
-`chromium --dump-dom` shows the finished DOM: token or entity spans with the server's character offsets,
-and the original text rebuilt exactly around them.
+The page runs a detection (or, for a tagger, a tagging) on load when its box has a text (the URL's `?text=`
+or the server's --example), so `chromium --dump-dom` shows the finished DOM: token or entity spans with the
+server's character offsets, and the original text rebuilt exactly around them.
 """
 
 from __future__ import annotations
@@ -253,16 +253,17 @@ def test_root_serves_the_page(server: ServerProcess) -> None:
 @pytest.mark.parametrize(
     ("text", "options"),
     [
-        (PLAIN_TEXT, {}),
-        (UNICODE_TEXT, {}),
+        (PLAIN_TEXT, {"level": "token"}),
+        (UNICODE_TEXT, {"level": "token"}),
         (UNICODE_TEXT, {"level": "word", "threshold": 0.3}),
+        (PLAIN_TEXT, {}),  # the page's default, words (the API's is tokens): the answer must be the same
     ],
-    ids=["plain-token", "unicode-token", "unicode-word"],
+    ids=["plain-token", "unicode-token", "unicode-word", "plain-default"],
 )
 def test_page_shows_the_detection_on_the_original_text(
     server: ServerProcess, tmp_path: Path, text: str, options: dict
 ) -> None:
-    expected = detect(server, text, **options)["results"][0]
+    expected = detect(server, text, **{"level": "word", **options})["results"][0]
     dom = dump_dom(server, tmp_path / "profile", text=text, **options)
     assert dom.state == "done", f"page state {dom.state!r}, error shown: {dom.error_text!r}"
 
@@ -337,9 +338,12 @@ def test_page_screenshot(server: ServerProcess, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_page_is_prefilled_with_the_server_example(example_server: ServerProcess, tmp_path: Path) -> None:
+    # The first paint shows the example's answer, not an empty result waiting for a click.
     dom = dump_dom(example_server, tmp_path / "profile")
-    assert dom.state == "idle", f"page state {dom.state!r}, error shown: {dom.error_text!r}"
-    assert dom.textarea == EXAMPLE
+    assert dom.state == "done", f"page state {dom.state!r}, error shown: {dom.error_text!r}"
+    assert dom.textarea == EXAMPLE and dom.result_text == EXAMPLE
+    expected = detect(example_server, EXAMPLE, level="word")["results"][0]["tokens"]
+    assert [(s.start, s.end) for s in dom.spans] == [(t["start"], t["end"]) for t in expected]
     # A link's ?text= wins over the example: that text is what gets detected.
     dom = dump_dom(example_server, tmp_path / "profile2", text="the cat sat")
     assert dom.state == "done", dom.error_text

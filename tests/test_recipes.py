@@ -464,8 +464,10 @@ def test_linear_head_round_trips_and_runs_in_transformers_with_its_remote_code(
     config = json.loads((out / "config.json").read_text())
     assert config["classifier_head"] == "linear"
     assert config["auto_map"] == {
-        "AutoModelForSequenceClassification": "modeling_electra_linear.ElectraForSequenceClassification"
+        "AutoConfig": "modeling_electra_linear.ElectraLinearConfig",
+        "AutoModelForSequenceClassification": "modeling_electra_linear.ElectraForSequenceClassification",
     }
+    assert config["model_type"] == "electra_linear"  # so transformers asks for trust_remote_code
     again = load_hf_dir(out)
     assert isinstance(again, ElectraClassifier) and again.head == "linear"
     ids = torch.randint(5, 40, (2, 9))

@@ -105,7 +105,9 @@ def test_detect_contract(client: TestClient) -> None:
         assert set(t) == {"text", "start", "end", "score", "replaced"}
         assert 0.0 <= t["score"] <= 1.0
         assert t["replaced"] == (t["score"] >= 0.5)
-    assert result["replaced_fraction"] == pytest.approx(sum(t["replaced"] for t in tokens) / len(tokens))
+    assert result["replaced_fraction"] == pytest.approx(
+        sum(t["replaced"] for t in tokens) / len(tokens), abs=1e-6
+    )
     check_offsets(TEXTS[0], tokens)
     # Random weights still give scores that differ from token to token (the logits are really per token).
     assert len({round(t["score"], 6) for t in tokens}) > 3
@@ -126,6 +128,22 @@ def test_detect_scores_match_onnx_runtime_directly(
     logits = session.run(["logits"], feeds)[0][0, 1 : 1 + len(tokens)]
     expected = 1 / (1 + np.exp(-logits.astype(np.float64)))
     np.testing.assert_allclose([t["score"] for t in tokens], expected, atol=1e-6)
+
+
+def decimals(x: float) -> int:
+    """The decimals of x as JSON carries it (repr is the shortest string that reads back as x)."""
+    text = repr(x)
+    return 0 if "e" in text or "." not in text else len(text.split(".")[1])
+
+
+def test_scores_carry_at_most_six_decimals(client: TestClient) -> None:
+    """No more digits than a float32 model's probability holds: 0.915446, not 0.9154459781096238."""
+    raw = client.post("/detect", json={"model": "detector", "text": TEXTS[1]}).content
+    tokens = json.loads(raw)["results"][0]["tokens"]
+    assert tokens and all(decimals(t["score"]) <= 6 for t in tokens), raw
+    assert any(decimals(t["score"]) >= 4 for t in tokens)  # rounded, not cut to a few digits
+    scores = client.post("/classify", json={"model": "sentiment", "text": "good movie"}).json()
+    assert all(decimals(p) <= 6 for p in scores["results"][0]["scores"].values()), scores
 
 
 @pytest.mark.parametrize("text", UNICODE_TEXTS)

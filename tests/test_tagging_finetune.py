@@ -22,6 +22,7 @@ from electra.model import ElectraDiscriminator
 from electra.tokenizer import load_tokenizer, save_tokenizer
 from electra.training.finetune.tag_encoding import IGNORE, encode_sentences, word_tags
 from electra.training.finetune.tagging_data import TaggedSentence, read_tagged
+from tests.conftest import ERROR_LINE
 
 from .conftest import shared_path
 
@@ -319,7 +320,7 @@ def test_bad_tagging_input_is_one_line(tag_model: Path, tmp_path: Path, capsys, 
         expect = "not a fine-tuned tagger"
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith("electra: error:") and expect in err, err
+    assert ERROR_LINE.match(err.strip()) and expect in err, err
     assert not (tmp_path / "out").exists()
 
 

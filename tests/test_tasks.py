@@ -77,6 +77,18 @@ def test_registry_specs_follow_glue_and_the_electra_recipe() -> None:
     assert TASKS["qnli"].labels == TASKS["rte"].labels == ("entailment", "not_entailment")
     for name in ("cola", "sst2", "mrpc", "qqp", "wnli"):
         assert TASKS[name].labels == ("0", "1")
+    # id2label: the names of the GLUE datasets on the Hub (nyu-mll/glue), in the files' label order.
+    assert {n: s.names for n, s in TASKS.items()} == {
+        "cola": ("unacceptable", "acceptable"),
+        "sst2": ("negative", "positive"),
+        "mrpc": ("not_equivalent", "equivalent"),
+        "stsb": None,
+        "qqp": ("not_duplicate", "duplicate"),
+        "mnli": ("contradiction", "entailment", "neutral"),
+        "qnli": ("entailment", "not_entailment"),
+        "rte": ("entailment", "not_entailment"),
+        "wnli": ("not_entailment", "entailment"),
+    }
     assert TASKS["stsb"].labels is None and TASKS["stsb"].is_regression and not TASKS["rte"].is_regression
     assert {n: s.main_metric for n, s in TASKS.items()} == {
         "cola": "mcc",
@@ -476,6 +488,12 @@ def test_submission_rows_stsb_three_decimals_and_binary_strings() -> None:
         ("40", "5.000"),
     ]
     assert submission_rows("wnli", examples, [1, "0"])[1:] == [("12", "1"), ("40", "0")]
+    # A model's label names go back to the files' labels, which the leaderboard reads.
+    assert submission_rows("wnli", examples, ["entailment", "not_entailment"])[1:] == [
+        ("12", "1"),
+        ("40", "0"),
+    ]
+    assert submission_rows("sst2", examples, ["positive", "negative"])[1:] == [("12", "1"), ("40", "0")]
     assert submission_rows("rte", examples, [0, 1])[1:] == [("12", "entailment"), ("40", "not_entailment")]
 
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from electra.cli.common import add_progress_flag, default_workers, positive_int, show_progress
-from electra.demo import DemoConfig, build_demo, serve_command, serve_demo
+from electra.demo import DemoConfig, build_demo, check_can_serve_demo, serve_command, serve_demo
 
 _DEFAULTS = DemoConfig()
 # (DemoConfig field, argument type, help): the defaults come from DemoConfig.
@@ -54,6 +54,8 @@ def demo(args: argparse.Namespace) -> int:
         workers=default_workers(),
         progress=show_progress(args),
     )
+    if not args.no_serve:
+        check_can_serve_demo(args.host, args.port)
     built = build_demo(cfg)
     if args.no_serve:
         print(f"bundle ready: {built.bundle}\n  serve it:  {serve_command(built.bundle, built.example.text)}")

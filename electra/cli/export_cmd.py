@@ -102,9 +102,12 @@ def _dev_set(args: argparse.Namespace) -> tuple[list, list[int]] | None:
     cfg = ElectraConfig.from_json_file(args.model / CONFIG_JSON)
     label2id = cfg.label2id or {}
     examples = read_glue(spec, data_dir, spec.dev_splits[0])
-    if any(str(e.label) not in label2id for e in examples):
+    # A model saves the labels' names (negative/positive); one saved before that, the files' own ("0"/"1").
+    names = dict(zip(spec.labels, spec.names or spec.labels, strict=True))
+    ids = [label2id.get(names.get(str(e.label), ""), label2id.get(str(e.label))) for e in examples]
+    if any(i is None for i in ids):
         raise InputError(f"{args.model} was not fine-tuned on {task}: its labels are {sorted(label2id)}")
-    return [(e.text, e.text_pair) for e in examples], [int(label2id[str(e.label)]) for e in examples]
+    return [(e.text, e.text_pair) for e in examples], [int(i) for i in ids]
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -116,6 +119,7 @@ def run_export(args: argparse.Namespace) -> int:
             f"electra export needs {', '.join(missing)}: install both extras with pip install 'electra[all]'"
         )
     from electra.hub import resolve
+    from electra.onnx.fusion import fused_summary
 
     # A Hub id becomes its snapshot in the Hugging Face cache; the stage takes local directories only.
     args.model = _in_run(resolve(args.model, args.revision, what="model"), DISCRIMINATOR_DIR)
@@ -135,16 +139,26 @@ def run_export(args: argparse.Namespace) -> int:
         generator_dir=generator,
     )
     size = (args.out / MODEL_ONNX).stat().st_size / 1e6
-    fused = ", ".join(f"{k} {v}" for k, v in sorted(meta["fused_operators"].items()) if v)
+    fused = fused_summary(meta["fused_operators"])
     print(f"wrote {args.out}: {meta['kind']} {meta['precision']}, {size:.1f} MB; fused: {fused}")
-    log.info("parity: %s", json.dumps(meta["parity"]))
+    log.info("parity with PyTorch: %s", _parity_line(meta["parity"]))
     if meta.get("generator"):
         gen = meta["generator"]
         size = (args.out / GENERATOR_DIR / MODEL_ONNX).stat().st_size / 1e6
         top1 = gen["parity"]["agreement"]
         print(f"  with its generator: {size:.1f} MB, top-1 agreement with PyTorch {top1:.3f}")
-        log.info("generator parity: %s", json.dumps(gen["parity"]))
+        log.info("generator parity with PyTorch: %s", _parity_line(gen["parity"]))
     return 0
+
+
+def _parity_line(parity: dict) -> str:
+    line = (
+        f"{parity['texts']} texts on {parity['provider']}, largest difference {parity['max_abs_diff']:.1e}, "
+        f"mean {parity['mean_abs_diff']:.1e}"
+    )
+    if parity.get("agreement") is not None:
+        line += f", {parity['compared']} agreeing {parity['agreement']:.1%}"
+    return line
 
 
 def _in_run(path: Path, sub: str) -> Path:

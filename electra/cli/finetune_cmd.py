@@ -182,6 +182,7 @@ def run_finetune(args: argparse.Namespace) -> int:
         text_pair_column=args.text_pair_column,
         label_column=args.label_column,
         regression=args.regression,
+        label_separator=args.label_separator,
         tag_column=args.tag_column,
         tag_scheme=args.tag_scheme,
         epochs=args.epochs,

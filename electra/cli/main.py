@@ -7,12 +7,15 @@ onnxruntime, ...) happen inside the handlers so `electra --help` stays instant.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
 import sys
 import traceback
 from collections.abc import Sequence
 
 from electra import __version__, logs
+from electra.cli.error_form import one_form
 from electra.errors import ElectraError
 
 LOG_FORMAT_HELP = (
@@ -21,11 +24,22 @@ LOG_FORMAT_HELP = (
 )
 
 
+_INVALID_CHOICE = re.compile(r"(.*): invalid choice: '(.*)' \(choose from (.*)\)$")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors as one line (exit 2) instead of the usage block."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+        message = " ".join(message.split())
+        fix = f"see `{self.prog} --help`"
+        if choice := _INVALID_CHOICE.match(message):  # a typo: name the closest choice, not all of them
+            what, given, choices = choice.groups()
+            close = difflib.get_close_matches(given, re.findall(r"'([^']*)'", choices), n=1)
+            message = f"{what}: invalid choice: {given!r}"
+            if close:
+                fix = f"did you mean {close[0]!r}? {fix}"
+        self.exit(2, f"{self.prog}: error: {message} ({fix})\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,9 +90,22 @@ def _add_to_subcommands(parser: argparse.ArgumentParser, seen: set[int]) -> None
             _add_to_subcommands(child, seen)
 
 
+def chosen_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command parser the arguments chose, deepest first: `electra data prepare`'s for its args."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            name = getattr(args, action.dest, None)
+            if name in action.choices:
+                return chosen_command(action.choices[name], args)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    command = chosen_command(parser, args)
+    if unknown:  # argparse would blame `electra`; the options belong to the command that refused them
+        command.error(f"unrecognized arguments: {' '.join(unknown)}")
     debug = args.debug or os.environ.get("ELECTRA_DEBUG", "") not in ("", "0")
     try:
         logs.configure(args.log_format)  # None: ELECTRA_LOG_FORMAT, else plain
@@ -86,10 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ElectraError as e:
         if debug:
             traceback.print_exc()
-        print(f"electra: error: {e}", file=sys.stderr)
+        print(f"{command.prog}: error: {one_form(str(e), command.prog)}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        print("electra: interrupted", file=sys.stderr)
+        print(f"{command.prog}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # `electra ... | head` closing the pipe is not an error worth a traceback.
@@ -99,7 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         else:
             print(
-                f"electra: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
+                f"{command.prog}: internal error: {type(e).__name__}: {e} (rerun with --debug for the "
+                "traceback)",
                 file=sys.stderr,
             )
         return 1

@@ -54,6 +54,8 @@ def _options() -> dict[str, Option]:
     return options
 
 
+_KINDS: dict[Any, str] = {int: "a whole number", float: "a number"}
+
 # option (the flag without '--') -> Option; the environment variable is env_name(option).
 OPTIONS: dict[str, Option] = _options()
 
@@ -101,7 +103,8 @@ def settings_from(args: argparse.Namespace, environ: Mapping[str, str] | None = 
         try:
             values[o.field] = o.parse(raw)
         except ValueError:
-            raise InputError(f"{source}: {raw!r} is not a valid {o.parse.__name__}") from None
+            kind = _KINDS.get(o.parse, o.parse.__name__)
+            raise InputError(f"{source}: {raw!r} is not {kind} (see `electra serve --help`)") from None
     if args.model:
         models = [parse_model_spec(m) for m in args.model]
     else:

@@ -13,13 +13,14 @@ from electra.training.device import DEVICES
 from electra.training.finetune.config import CustomColumns, FinetuneConfig
 from electra.training.finetune.tagging_data import SCHEMES
 from electra.training.finetune.tagging_tasks import CUSTOM_TAGS, TAGGING_TASK_NAMES
-from electra.training.finetune.tasks import TASKS
+from electra.training.finetune.tasks import CUSTOM_TASKS, TASKS
 
-TASK_CHOICES = [*TASKS, "custom", *TAGGING_TASK_NAMES]
+TASK_CHOICES = [*TASKS, *CUSTOM_TASKS, *TAGGING_TASK_NAMES]
 TASK_HELP = (
-    "a GLUE task; custom (--train and --dev files: classification or regression); conll2003 (named "
-    f"entities, --data-dir); {CUSTOM_TAGS} (your own tag set: --train and --dev files, CoNLL columns or "
-    "JSONL)"
+    "a GLUE task; custom (--train and --dev files: classification or regression); rerank (a cross-encoder: "
+    "(query, passage, relevance) rows to train on, queries with their passages to rank on the dev set); "
+    "multilabel (any number of labels per text); conll2003 (named entities, --data-dir); "
+    f"{CUSTOM_TAGS} (your own tag set: --train and --dev files, CoNLL columns or JSONL)"
 )
 # The defaults shown in --help and used when an option is left out: FinetuneConfig's (one source).
 DEFAULTS = {
@@ -42,6 +43,12 @@ def custom_args(p: argparse.ArgumentParser, labels: bool = True) -> None:
             help="custom data: column with the label (default: %(default)s)",
         )
         p.add_argument("--regression", action="store_true", help="custom data: labels are numbers")
+        p.add_argument(
+            "--label-separator",
+            default=DEFAULTS["label_separator"],
+            help="--task multilabel, CSV/TSV files: what joins a cell's labels (default: %(default)r; JSON "
+            "lines give a list)",
+        )
     tag_args(p, labels)
 
 
@@ -89,7 +96,9 @@ def columns(args: argparse.Namespace, labels: bool = True) -> CustomColumns:
     """Custom data's columns as the options give them."""
     if not labels:
         return CustomColumns(args.text_column, args.text_pair_column, label=None)
-    return CustomColumns(args.text_column, args.text_pair_column, args.label_column, args.regression)
+    return CustomColumns(
+        args.text_column, args.text_pair_column, args.label_column, args.regression, args.label_separator
+    )
 
 
 def shown_metrics(metrics: dict[str, float]) -> str:

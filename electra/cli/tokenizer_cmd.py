@@ -76,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def train(args: argparse.Namespace) -> int:
     from electra.atomic import check_output_dir
-    from electra.training.data.tokenizer_train import train_tokenizer_dir
+    from electra.training.data.tokenizer_train import train_tokenizer_dir, vocabulary_line
 
     # Before the demo corpus is built, which takes a while on a first run.
     check_output_dir(args.out, args.overwrite)
@@ -95,7 +95,8 @@ def train(args: argparse.Namespace) -> int:
     for path, n in stats.undecodable_bytes.items():
         log.warning("%d undecodable bytes in %s were replaced with U+FFFD", n, path)
     print(
-        f"wrote {args.out}: vocabulary of {tok.get_vocab_size():,} from {len(paths)} file(s), "
+        f"wrote {args.out}: {vocabulary_line(tok.get_vocab_size(), args.vocab_size)} from {len(paths)} "
+        "file(s), "
         f"{stats.bytes_read / 1e6:.1f} MB, in {time.perf_counter() - start:.1f} s"
     )
     return 0

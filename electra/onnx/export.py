@@ -45,6 +45,7 @@ from electra.onnx.fusion import (
     check_attention_fused,
     count_fused_operators,
     fused_operator_counts,
+    fused_summary,
     optimize,
 )
 from electra.onnx.parity import (
@@ -59,6 +60,7 @@ from electra.onnx.parity import (
 from electra.onnx.precision import quantization, write_precision
 from electra.onnx.source import (
     SourceModel,
+    bundle_config_text,
     check_arguments,
     check_dev_set,
     check_max_seq_len,
@@ -115,9 +117,13 @@ def export_bundle(
             described = _export_generator(generator, precision, opset, seq_len, texts, Path(work), tmp)
         bundle = _describe(source, precision, opset, seq_len, counts, parity, dev, described)
         _write_files(tmp, source, bundle, generator)
-    log.info("exported %s (%s, %s) to %s: %s", model_dir, bundle.kind, precision, out, counts)
-    if generator is not None:
-        log.info("with the generator %s: %s", generator.model_dir, described and described.fused_operators)
+    log.info(
+        "exported %s (%s, %s) to %s; fused: %s", model_dir, bundle.kind, precision, out, fused_summary(counts)
+    )
+    if generator is not None and described is not None:
+        log.info(
+            "with the generator %s; fused: %s", generator.model_dir, fused_summary(described.fused_operators)
+        )
     return bundle.to_dict()
 
 
@@ -188,6 +194,7 @@ def _describe(
         kind=model.kind,
         labels={str(i): label for i, label in sorted((cfg.id2label or {}).items())} if labelled else None,
         problem_type=cfg.problem_type if classifier else None,
+        label_thresholds=cfg.label_thresholds if classifier else None,
         max_seq_len=seq_len,
         precision=precision,
         opset=opset,
@@ -233,7 +240,7 @@ def _write_files(
 
     for name, data in tokenizer_files(source.tokenizer).items():
         (bundle_dir / name).write_bytes(data)
-    (bundle_dir / CONFIG_JSON).write_text(source.config_text, encoding="utf-8")
+    (bundle_dir / CONFIG_JSON).write_text(bundle_config_text(source.config_text), encoding="utf-8")
     if generator is not None:
         (bundle_dir / GENERATOR_DIR / CONFIG_JSON).write_text(generator.config_text, encoding="utf-8")
     write_bundle(bundle_dir, bundle)

@@ -90,6 +90,12 @@ def fused_operator_counts(model: onnx.ModelProto) -> dict[str, int]:
     return {op: stats[op] if op in stats else len(graph.get_nodes_by_op_type(op)) for op in FUSED_OPS}
 
 
+def fused_summary(counts: dict[str, int]) -> str:
+    """The fused operators as a person reads them: "2 Attention, 1 EmbedLayerNormalization, ..." (the ones
+    present; "none" for a graph the optimizer could not fuse)."""
+    return ", ".join(f"{n} {name}" for name, n in counts.items() if n) or "none"
+
+
 def count_fused_operators(onnx_path: Path) -> dict[str, int]:
     """How many of each fused or quantised operator (FUSED_OPS) the graph at `onnx_path` holds, zeros too."""
     import onnx
@@ -98,7 +104,10 @@ def count_fused_operators(onnx_path: Path) -> dict[str, int]:
     try:
         model = onnx.load(str(onnx_path), load_external_data=False)
     except Exception as e:  # protobuf's DecodeError and onnx's own errors share no useful base class
-        raise InputError(f"{onnx_path}: not a readable ONNX model ({one_line(e)}); re-export it") from None
+        raise InputError(
+            f"{onnx_path}: not a readable ONNX model: {one_line(e)} "
+            "(export the model again into a fresh directory)"
+        ) from None
     return fused_operator_counts(model)
 
 

@@ -4,6 +4,7 @@ milliseconds with a one-line InputError."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,6 +13,7 @@ from electra.atomic import check_output_dir
 from electra.bundle import EXPORTABLE_KINDS, PRECISIONS
 from electra.errors import InputError
 from electra.files import CONFIG_JSON, TOKENIZER_JSON, VOCAB_TXT
+from electra.linear_head import LINEAR_MODEL_TYPE
 from electra.onnx.parity import DevSet, prediction_kind
 from electra.onnx.torchscript import MAX_OPSET, MIN_OPSET
 
@@ -29,7 +31,7 @@ class SourceModel:
     model_dir: Path
     model: ElectraHeadModel  # fp32, eval
     weights_file: Path
-    config_text: str  # config.json, copied into the bundle verbatim
+    config_text: str  # config.json, copied into the bundle (bundle_config_text)
     tokenizer: tokenizers.Tokenizer
 
     @property
@@ -165,3 +167,16 @@ def load_generator(generator_dir: Path, discriminator: SourceModel, max_seq_len:
             )
     config_text = (generator_dir / CONFIG_JSON).read_text(encoding="utf-8")
     return SourceModel(generator_dir, model, report.weights_file, config_text, tokenizer)
+
+
+def bundle_config_text(config_text: str) -> str:
+    """A model's config.json as its bundle holds it: as saved, but for a linear-head classifier's, whose
+    model_type and auto_map point transformers at the head's Python code. The bundle's graph already holds
+    the head, so its config is a plain ELECTRA one that optimum's ORTModel classes read without
+    trust_remote_code."""
+    config = json.loads(config_text)
+    if config.get("model_type") != LINEAR_MODEL_TYPE:
+        return config_text
+    config["model_type"] = "electra"
+    config.pop("auto_map", None)
+    return json.dumps(config, indent=2, sort_keys=True) + "\n"

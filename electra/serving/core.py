@@ -28,6 +28,7 @@ from electra.serving import statistics, timing
 from electra.serving.encoded import Encoded
 from electra.serving.generator import GeneratorRunner
 from electra.serving.postprocess import classify_result, detect_result, sigmoid
+from electra.serving.rounding import rounded
 from electra.serving.runtime import ModelRunner
 from electra.serving.schemas import DEFAULT_THRESHOLD, ClassifyResult, DetectResult
 from electra.serving.settings import ModelSpec, ServeSettings
@@ -244,7 +245,13 @@ class Inference:
         rows = await self.backend.submit(runner.name, encoded, len(encoded))
         results = [
             classify_result(
-                row, runner.labels, runner.regression, runner.multi_label, enc.truncated, request.raw_scores
+                row,
+                runner.labels,
+                runner.regression,
+                runner.multi_label,
+                enc.truncated,
+                request.raw_scores,
+                runner.thresholds,
             )
             for enc, row in zip(encoded, rows, strict=True)
         ]
@@ -268,7 +275,7 @@ class Inference:
         classify = Classify(pairs, request.truncate, request.field, request.direction, raw_scores=True)
         _, classified = await self.classify(classify, runner)
         logits = np.array([float(row[0]) for row in classified.logits])
-        scores = (logits if request.raw_scores else sigmoid(logits)).tolist()
+        scores = rounded(logits if request.raw_scores else sigmoid(logits))
         order = sorted(range(len(scores)), key=lambda i: -scores[i])  # stable: ties keep the texts' order
         return runner, [(i, scores[i]) for i in order]
 

@@ -13,6 +13,7 @@ from electra.serving.core import FillMask, Inference
 from electra.serving.hf_tasks import FillMaskElement, FillMaskParameters, TextPairInput
 from electra.serving.open_inference import ProtocolError
 from electra.serving.postprocess import with_marks
+from electra.serving.rounding import rounded_one
 from electra.serving.suggest import edit
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ async def fill_mask(
                 token = generator.token(int(t["id"]))
                 replacement, start, end = edit(text, offsets, enc, target, token, generator.prefix, lowercase)
                 sequence = text[:start] + replacement + text[end:]
-                elements.append(FillMaskElement(float(t["prob"]), int(t["id"]), token, sequence))
+                elements.append(FillMaskElement(rounded_one(t["prob"]), int(t["id"]), token, sequence))
             per_mask.append(elements)
         out.append(per_mask[0] if len(per_mask) == 1 else per_mask)
     return out

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from msgspec import Meta, Struct
 
+from electra.serving.rounding import rounded_one
 from electra.serving.schemas import Aggregation
 from electra.serving.tagging import Entity
 
@@ -111,7 +112,7 @@ def label_scores(
     else:
         scores = x
     order = sorted(range(len(labels)), key=lambda i: -scores[i])
-    return [LabelScore(labels[i], float(scores[i])) for i in order[: top_k or len(labels)]]
+    return [LabelScore(labels[i], rounded_one(scores[i])) for i in order[: top_k or len(labels)]]
 
 
 # --- token-classification ---------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import unicodedata
 import numpy as np
 
 from electra.serving.encoded import Encoded
+from electra.serving.rounding import rounded, rounded_one
 from electra.serving.schemas import ClassifyResult, DetectResult, Token
 
 # A multi-label model's label is chosen at this probability unless its bundle gives the label its own.
@@ -20,7 +21,7 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 def detect_result(text: str, enc: Encoded, logits: np.ndarray, threshold: float, level: str) -> DetectResult:
     """Scores of the real tokens of `text` (not [CLS]/[SEP]); level "word" merges pieces (max score)."""
-    scores: list[float] = sigmoid(logits).tolist()  # one conversion, not a numpy scalar per token
+    scores = rounded(sigmoid(logits))
     offsets = with_marks(text, enc.offsets)
     tokens: list[Token] = []
     if level == "word":
@@ -36,7 +37,9 @@ def detect_result(text: str, enc: Encoded, logits: np.ndarray, threshold: float,
                 tokens.append(Token(text[start:end], start, end, score, score >= threshold))
     replaced = sum(t.replaced for t in tokens)
     return DetectResult(
-        tokens=tokens, replaced_fraction=replaced / len(tokens) if tokens else 0.0, truncated=enc.truncated
+        tokens=tokens,
+        replaced_fraction=rounded_one(replaced / len(tokens)) if tokens else 0.0,
+        truncated=enc.truncated,
     )
 
 
@@ -102,14 +105,14 @@ def classify_result(
     """`raw`: the logits in `scores` (or `score`) instead of probabilities. A multi-label model lists in
     `labels` every label whose probability is over its threshold (`thresholds`, else 0.5 for each)."""
     if regression:
-        return ClassifyResult(score=float(logits[0]), truncated=truncated)
+        return ClassifyResult(score=rounded_one(logits[0]), truncated=truncated)
     probs = class_probabilities(logits, multi_label)
     chosen = None
     if multi_label:
-        cut = np.asarray(thresholds if thresholds is not None else [DEFAULT_LABEL_THRESHOLD] * len(labels))
+        cut = np.asarray(thresholds or [DEFAULT_LABEL_THRESHOLD] * len(labels))
         chosen = [labels[i] for i in np.flatnonzero(probs > cut)]
     shown = logits.astype(np.float64) if raw else probs
-    scores = {label: float(p) for label, p in zip(labels, shown, strict=True)}
+    scores = dict(zip(labels, rounded(shown), strict=True))
     return ClassifyResult(
         label=labels[int(np.argmax(probs))], scores=scores, labels=chosen, truncated=truncated
     )

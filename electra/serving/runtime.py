@@ -19,6 +19,7 @@ from electra.files import MODEL_ONNX
 from electra.padding import PADDING_SIDE, pad_rows
 from electra.serving.encoded import Encoded, from_encoding
 from electra.serving.generator import GeneratorRunner
+from electra.serving.postprocess import DEFAULT_LABEL_THRESHOLD
 from electra.serving.session import open_session, run_session
 from electra.tokenizer import load_tokenizer, special_ids
 
@@ -41,7 +42,10 @@ class ModelRunner:
         self.bundle: Bundle = read_bundle(self.path)
         # The fused attention reads the mask as per-row lengths: it needs the padding electra.padding does.
         if self.bundle.padding_side != PADDING_SIDE:
-            raise InputError(f"{path}: bundle expects {self.bundle.padding_side} padding; re-export it")
+            raise InputError(
+                f"{path}: bundle expects {self.bundle.padding_side} padding "
+                "(export the model again with this version)"
+            )
         self.kind: str = self.bundle.kind
         self.max_seq_len: int = self.bundle.max_seq_len
         labels = self.bundle.labels or {}
@@ -51,6 +55,9 @@ class ModelRunner:
             self.problem_type == "regression" or len(self.labels) == 1
         )
         self.multi_label = self.problem_type == "multi_label_classification"
+        # Each label's threshold for a multi-label model's chosen labels (0.5 where its bundle gives none).
+        given = self.bundle.label_thresholds or {}
+        self.thresholds: list[float] = [given.get(label, DEFAULT_LABEL_THRESHOLD) for label in self.labels]
         # A model with one token type cannot embed segment 1: pairs are fed as one joined text instead.
         self.pair_types = self.bundle.type_vocab_size > 1
 

@@ -26,7 +26,7 @@ from electra import logs
 from electra.errors import InputError
 from electra.serving.app import create_app
 from electra.serving.settings import ServeSettings
-from electra.serving.state import load_runners
+from electra.serving.state import check_bundles, load_runners
 
 log = logging.getLogger("electra.serving")
 
@@ -39,7 +39,17 @@ def _check_port_free(host: str, port: int) -> None:
         try:
             s.bind((host, port))
         except OSError as e:
-            raise InputError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+            raise InputError(
+                f"cannot listen on {host}:{port}: {e.strerror or e} (another process holds the port: "
+                "stop it, or pick another with --port)"
+            ) from None
+
+
+def check_can_serve(host: str, port: int, http_server: str = "uvicorn") -> None:
+    """What serving needs from the machine (the HTTP server installed, the port free), checked before a
+    command spends minutes on anything else: InputError naming the fix."""
+    _check_http_server(http_server)
+    _check_port_free(host, port)
 
 
 def _check_http_server(name: str) -> None:
@@ -97,6 +107,7 @@ def serve(
     """Serve until SIGTERM/SIGINT; on_ready runs once every model is warmed up."""
     settings = settings.with_keys()
     _check_http_server(settings.http_server)
+    check_bundles(settings)  # a wrong path is reported first: the port is a question only once it is right
     _check_port_free(settings.host, settings.port)
     # One format for our lines and the HTTP server's (startup, errors, access): the one `--log-format` set.
     logs.configure(logs.current_format(), level=settings.log_level, others_level=settings.log_level)

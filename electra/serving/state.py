@@ -17,6 +17,7 @@ from typing import Any
 from litestar import Litestar
 from litestar.exceptions import HTTPException
 
+from electra.bundle import read_bundle
 from electra.errors import InputError
 from electra.serving import statistics
 from electra.serving.arrivals import arrived
@@ -28,6 +29,16 @@ from electra.serving.runtime import ModelRunner
 from electra.serving.settings import ServeSettings
 
 log = logging.getLogger("electra.serving")
+
+
+def check_bundles(settings: ServeSettings) -> None:
+    """Every bundle's bundle.json read and validated, without loading a model: InputError naming the first
+    bad one, in a moment."""
+    for spec in settings.models:
+        try:
+            read_bundle(spec.path)
+        except InputError as e:
+            raise InputError(f"model {spec.name!r}: {e}") from None
 
 
 def load_runners(settings: ServeSettings) -> dict[str, ModelRunner]:

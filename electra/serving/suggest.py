@@ -31,6 +31,7 @@ import numpy as np
 from electra.serving.encoded import Encoded
 from electra.serving.generator import MaskedInput, masked_input
 from electra.serving.postprocess import units, with_marks
+from electra.serving.rounding import rounded_one
 from electra.serving.schemas import DetectResult, Suggestion
 from electra.serving.windows import Document
 
@@ -218,7 +219,7 @@ def attach(
         unit.suggestions = [
             Suggestion(
                 tokens[int(t["id"])],
-                float(t["prob"]),
+                rounded_one(t["prob"]),
                 *edit(text, offsets, enc, target, tokens[int(t["id"])], prefix, lowercase),
             )
             for t in row

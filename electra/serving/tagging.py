@@ -20,6 +20,7 @@ import numpy as np
 
 from electra.serving.encoded import Encoded
 from electra.serving.postprocess import sigmoid, with_marks
+from electra.serving.rounding import rounded_one
 from electra.serving.schemas import Aggregation, TagEntity, TagResult
 from electra.serving.windows import TokenLogits
 
@@ -122,7 +123,7 @@ def entities(
 
 def _entity(probs: np.ndarray, labels: Sequence[str], span: tuple[int, int], index: int | None) -> Entity:
     best = int(probs.argmax())  # ties go to the first label, as numpy's argmax in the pipeline
-    return Entity(labels[best], float(probs[best]), span[0], span[1], index)
+    return Entity(labels[best], rounded_one(probs[best]), span[0], span[1], index)
 
 
 def words(word_ids: Sequence[int | None]) -> list[list[int]]:
@@ -175,5 +176,5 @@ def group_entities(found: list[Entity]) -> list[Entity]:
 
 def _group(run: list[Entity]) -> Entity:
     label = run[0].label.split("-", 1)[-1]  # the pipeline's group_sub_entities, prefix or not
-    score = float(np.mean([e.score for e in run]))
+    score = rounded_one(np.mean([e.score for e in run]))
     return Entity(label, score, run[0].start, run[-1].end, grouped=True)

@@ -27,6 +27,7 @@ from electra.serving.core import Classify, Rerank
 from electra.serving.json_body import read_json_body
 from electra.serving.open_inference import ProtocolError
 from electra.serving.postprocess import class_probabilities
+from electra.serving.rounding import rounded
 from electra.serving.schemas import Prediction, PredictRequest, Rank, RerankRequest, TEIError
 from electra.serving.state import ServerState
 
@@ -114,6 +115,6 @@ def _sequence(item: Any, where: str) -> tuple[str, str | None]:
 
 def predictions(logits: np.ndarray, labels: list[str], multi_label: bool, raw: bool) -> list[Prediction]:
     """Every label with its score, the highest first (ties in the labels' order)."""
-    scores = (logits.astype(np.float64) if raw else class_probabilities(logits, multi_label)).tolist()
+    scores = rounded(logits if raw else class_probabilities(logits, multi_label))
     order = sorted(range(len(scores)), key=lambda i: -scores[i])
     return [Prediction(scores[i], labels[i]) for i in order]

@@ -31,6 +31,15 @@ MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + MIN_LEARNED_TOKENS
 _BATCH_LINES = 1000
 
 
+def vocabulary_line(size: int, asked: int) -> str:
+    """The trained vocabulary's size as a person reads it: --vocab-size is a cap, which a small corpus
+    does not reach (its word pieces run out first), not a target the trainer fell short of."""
+    line = f"vocabulary of {size:,} tokens"
+    if size < asked:
+        line += f" (all the corpus yields; --vocab-size {asked:,} is only a cap)"
+    return line
+
+
 def train_tokenizer(
     lines: Iterable[str],
     vocab_size: int = 30522,

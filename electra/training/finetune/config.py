@@ -17,6 +17,8 @@ class CustomColumns:
     text_pair: str | None = None
     label: str | None = "label"
     regression: bool = False
+    # A multi-label CSV/TSV cell's labels are joined by this (JSON lines give a list).
+    separator: str = ","
 
 
 @dataclass
@@ -38,6 +40,7 @@ class FinetuneConfig:
     text_pair_column: str | None = None
     label_column: str = "label"
     regression: bool = False
+    label_separator: str = ","
     # Tagging tasks (custom files): the column holding the tag (negative: from the end) and its scheme.
     tag_column: int = -1
     tag_scheme: str = "iob2"
@@ -70,7 +73,9 @@ class FinetuneConfig:
 
     @property
     def columns(self) -> CustomColumns:
-        return CustomColumns(self.text_column, self.text_pair_column, self.label_column, self.regression)
+        return CustomColumns(
+            self.text_column, self.text_pair_column, self.label_column, self.regression, self.label_separator
+        )
 
     def resolved_recipe(self) -> Recipe:
         """The named recipe with this config's overrides; InputError for a bad name or value."""

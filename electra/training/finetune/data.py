@@ -9,18 +9,33 @@ import numpy as np
 from electra.errors import InputError
 from electra.training.finetune.config import CustomColumns, FinetuneConfig
 from electra.training.finetune.tasks import (
+    CUSTOM_TASKS,
+    MULTILABEL,
+    RERANK,
     TASKS,
     Example,
+    LabelType,
     TaskSpec,
     custom_task,
     label_names,
+    multilabel_task,
     read_custom,
     read_glue,
+    read_rerank_groups,
+    rerank_task,
 )
 
 
-def read_columns(path: Path, columns: CustomColumns) -> list[Example]:
-    return read_custom(path, columns.text, columns.text_pair, columns.label, columns.regression)
+def read_columns(path: Path, columns: CustomColumns, label_type: LabelType | None = None) -> list[Example]:
+    return read_custom(
+        path,
+        columns.text,
+        columns.text_pair,
+        columns.label,
+        columns.regression,
+        label_type,
+        columns.separator,
+    )
 
 
 def glue_dev_splits(task: TaskSpec, data_dir: Path | None) -> dict[str, list[Example]]:
@@ -34,8 +49,12 @@ def load_datasets(cfg: FinetuneConfig) -> tuple[TaskSpec, list[Example], dict[st
     """The task, its training examples, and its dev splits by name."""
     if cfg.task == "custom":
         return _custom_datasets(cfg)
+    if cfg.task == RERANK:
+        return _rerank_datasets(cfg)
+    if cfg.task == MULTILABEL:
+        return _multilabel_datasets(cfg)
     if cfg.task not in TASKS:
-        raise InputError(f"--task {cfg.task!r} is not one of {', '.join([*TASKS, 'custom'])}")
+        raise InputError(f"--task {cfg.task!r} is not one of {', '.join([*TASKS, *CUSTOM_TASKS])}")
     if cfg.data_dir is None:
         raise InputError(f"--task {cfg.task} needs --data-dir (the GLUE directory)")
     task = TASKS[cfg.task]
@@ -58,6 +77,47 @@ def _custom_datasets(cfg: FinetuneConfig) -> tuple[TaskSpec, list[Example], dict
                 "cannot predict them: fix the labels or add training examples"
             )
     return task, train, {"dev": dev}
+
+
+def _rerank_datasets(cfg: FinetuneConfig) -> tuple[TaskSpec, list[Example], dict[str, list[Example]]]:
+    """(query, passage, relevance 0..1) pairs to train on; queries with their passages to rank on the dev
+    set (read_rerank_groups)."""
+    if cfg.train is None or cfg.dev is None:
+        raise InputError(
+            "--task rerank needs --train FILE ((query, passage, relevance) rows: CSV, TSV or JSONL) and "
+            '--dev FILE (JSON lines {"query", "positive": [...], "negative": [...]})'
+        )
+    if cfg.text_pair_column is None:
+        raise InputError(
+            "--task rerank reads pairs: name the query's column with --text-column and the passage's with "
+            "--text-pair-column"
+        )
+    return (
+        rerank_task(),
+        read_columns(cfg.train, cfg.columns, "relevance"),
+        {"dev": read_rerank_groups(cfg.dev)},
+    )
+
+
+def _multilabel_datasets(cfg: FinetuneConfig) -> tuple[TaskSpec, list[Example], dict[str, list[Example]]]:
+    """Texts with any number of labels each; the labels are those the training set has."""
+    if cfg.train is None or cfg.dev is None:
+        raise InputError(
+            "--task multilabel needs --train FILE and --dev FILE (JSONL with a list of labels per text, or "
+            "CSV/TSV with the labels joined by --label-separator)"
+        )
+    train = read_columns(cfg.train, cfg.columns, "labels")
+    dev = read_columns(cfg.dev, cfg.columns, "labels")
+    labels = label_names(train)
+    if not labels:
+        raise InputError(f"{cfg.train}: no example has a label; a multi-label classifier needs some")
+    unknown = sorted({name for e in dev for name in e.label} - set(labels))  # type: ignore[union-attr]
+    if unknown:
+        raise InputError(
+            f"{cfg.dev} has labels {unknown[:5]} that never occur in {cfg.train}; the classifier cannot "
+            "predict them: fix the labels or add training examples"
+        )
+    return multilabel_task(labels), train, {"dev": dev}
 
 
 def subsample(examples: list[Example], n: int) -> list[Example]:

@@ -17,12 +17,15 @@ from electra.training.finetune.tasks import Example, TaskSpec
 class EncodedExamples:
     """Tokenized examples, unpadded, so that each batch is padded only to its own longest sequence.
 
-    `labels` are label ids (int64) for classification, floats (float32) for regression, None if unlabeled.
+    `labels` are label ids (int64) for classification, floats (float32) for regression and relevance, a
+    multi-hot (examples, labels) float32 matrix for multi-label classification, None if unlabeled. `groups`:
+    each example's query, for a reranker's dev set (None elsewhere).
     """
 
     ids: list[list[int]]
     type_ids: list[list[int]]
     labels: np.ndarray | None
+    groups: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -50,14 +53,28 @@ def encode(
         finally:
             # Leave the tokenizer as found: it is saved next to the model and would keep the setting.
             tok.no_truncation()
-    labels = None
-    if examples and examples[0].label is not None:
-        if task.labels is None:
-            labels = np.asarray([float(e.label) for e in examples], dtype=np.float32)
-        else:
-            index = {name: i for i, name in enumerate(task.labels)}
-            labels = np.asarray([index[str(e.label)] for e in examples], dtype=np.int64)
-    return EncodedExamples([e.ids for e in encodings], [e.type_ids for e in encodings], labels)
+    labels = encode_labels(examples, task)
+    groups = None
+    if examples and examples[0].group is not None:
+        groups = np.asarray([e.group for e in examples], dtype=np.int64)
+    return EncodedExamples([e.ids for e in encodings], [e.type_ids for e in encodings], labels, groups)
+
+
+def encode_labels(examples: list[Example], task: TaskSpec) -> np.ndarray | None:
+    """The labels as the loss takes them (see EncodedExamples); None for unlabeled examples."""
+    if not examples or examples[0].label is None:
+        return None
+    if task.one_output:
+        return np.asarray([float(e.label) for e in examples], dtype=np.float32)  # type: ignore[arg-type]
+    assert task.labels is not None
+    index = {name: i for i, name in enumerate(task.labels)}
+    if task.kind == "multi_label":
+        hot = np.zeros((len(examples), len(task.labels)), dtype=np.float32)
+        for row, e in enumerate(examples):
+            for name in e.label:  # type: ignore[union-attr]
+                hot[row, index[name]] = 1.0
+        return hot
+    return np.asarray([index[str(e.label)] for e in examples], dtype=np.int64)
 
 
 def truncated_pair_lengths(len_a: int, len_b: int, budget: int) -> tuple[int, int]:

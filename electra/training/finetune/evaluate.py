@@ -11,6 +11,7 @@ from electra.training.finetune.data import glue_dev_splits, read_columns
 from electra.training.finetune.encoding import encode
 from electra.training.finetune.inference import predict_logits, score
 from electra.training.finetune.model_dir import load_classifier
+from electra.training.finetune.tasks import CUSTOM_TASKS, MULTILABEL, RERANK, read_rerank_groups
 
 
 def evaluate(
@@ -61,15 +62,20 @@ def evaluate_model(
     A custom file is read with `columns` (default: text and label). Runs in fp32 on any device.
     """
     clf = load_classifier(model_dir, task, device)
-    if task == "custom":
+    if task in CUSTOM_TASKS:
         if dev is None:
-            raise InputError("--task custom needs --dev FILE to evaluate on")
-        splits = {"dev": read_columns(dev, columns or CustomColumns())}
+            raise InputError(f"--task {task} needs --dev FILE to evaluate on")
+        if task == RERANK:
+            splits = {"dev": read_rerank_groups(dev)}
+        else:
+            splits = {
+                "dev": read_columns(dev, columns or CustomColumns(), "labels" if task == MULTILABEL else None)
+            }
     else:
         splits = glue_dev_splits(clf.task, data_dir)
     results = {}
     for name, examples in splits.items():
         data = encode(clf.tokenizer, examples, clf.task, max_seq_len)
         logits = predict_logits(clf.model, data, clf.pad_id, clf.device, nullcontext())
-        results[name] = score(clf.task, logits, data.labels)
+        results[name] = score(clf.task, logits, data.labels, data.groups)
     return results

@@ -10,6 +10,8 @@ from torch import nn
 
 from electra.training.finetune.encoding import EncodedExamples
 from electra.training.finetune.glue_metrics import glue_metrics
+from electra.training.finetune.multilabel_metrics import multilabel_metrics
+from electra.training.finetune.ranking_metrics import ranking_metrics
 from electra.training.finetune.tasks import TaskSpec
 
 
@@ -35,6 +37,19 @@ def predict_logits(
     return out
 
 
-def score(task: TaskSpec, logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+def score(
+    task: TaskSpec, logits: np.ndarray, labels: np.ndarray, groups: np.ndarray | None = None
+) -> dict[str, float]:
+    """The task's metrics: GLUE's, a reranker's over its queries (`groups`), or a multi-label model's."""
+    if task.kind == "relevance":
+        if groups is None:
+            raise ValueError("a reranker is scored per query: the examples need their groups")
+        return ranking_metrics(logits[:, 0], labels, groups)
+    if task.kind == "multi_label":
+        return multilabel_metrics(sigmoid(logits), labels)
     preds = logits[:, 0] if task.is_regression else logits.argmax(-1)
     return glue_metrics(task, preds, labels)
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x.astype(np.float64)))

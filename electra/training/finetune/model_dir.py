@@ -16,7 +16,15 @@ from electra.hf_format import load_hf_dir_with_report
 from electra.model import Kind
 from electra.tokenizer import load_tokenizer, special_ids
 from electra.training.device import resolve_device
-from electra.training.finetune.tasks import TASKS, TaskSpec, custom_task
+from electra.training.finetune.tasks import (
+    MULTILABEL,
+    RERANK,
+    TASKS,
+    TaskSpec,
+    custom_task,
+    multilabel_task,
+    rerank_task,
+)
 
 
 def resolve_model_dir(path: Path) -> Path:
@@ -41,21 +49,25 @@ def load_model_tokenizer(model_dir: Path) -> Any:
         raise InputError(f"--model {model_dir} has no usable tokenizer ({e})") from e
 
 
-def classifier_head_config(labels: tuple[str, ...] | None) -> dict[str, Any]:
-    """Config overrides that give a discriminator a head for these labels (None: one regression output).
-
-    The label names go into id2label / label2id, so the saved model predicts label strings on its own.
+def classifier_head_config(labels: tuple[str, ...] | None, kind: str | None = None) -> dict[str, Any]:
+    """Config overrides that give a discriminator a head for these labels (None: one output; a regression
+    model's unless `kind` says "relevance", a cross-encoder's, whose problem_type stays unset as
+    sentence-transformers saves one). A multi-label model's problem_type makes transformers' pipeline apply a
+    sigmoid per label. The label names go into id2label / label2id, so the saved model predicts label strings
+    on its own.
     """
     if labels is None:
         return {
             "num_labels": 1,
-            "problem_type": "regression",
+            "problem_type": None if kind == "relevance" else "regression",
             "id2label": {0: "LABEL_0"},
             "label2id": {"LABEL_0": 0},
         }
     return {
         "num_labels": len(labels),
-        "problem_type": "single_label_classification",
+        "problem_type": "multi_label_classification"
+        if kind == "multi_label"
+        else "single_label_classification",
         "id2label": dict(enumerate(labels)),
         "label2id": {name: i for i, name in enumerate(labels)},
     }
@@ -96,10 +108,13 @@ def load_classifier(model_dir: Path, task_name: str, device: str | None) -> Clas
 
 
 def task_for_model(name: str, model: nn.Module) -> TaskSpec:
-    """The task spec; for custom data rebuilt from the labels the classifier was saved with."""
-    if name != "custom":
+    """The task spec; for your own data rebuilt from the labels the classifier was saved with."""
+    if name in TASKS:
         return TASKS[name]
     cfg = model.config
-    if cfg.problem_type == "regression":
-        return custom_task(None)
-    return custom_task(tuple(cfg.id2label[i] for i in range(cfg.num_labels)))
+    labels = tuple(cfg.id2label[i] for i in range(cfg.num_labels))
+    if name == RERANK:
+        return rerank_task()
+    if name == MULTILABEL:
+        return multilabel_task(labels)
+    return custom_task(None if cfg.problem_type == "regression" else labels)

@@ -12,9 +12,9 @@ from electra.errors import InputError
 from electra.training.finetune.config import CustomColumns
 from electra.training.finetune.data import read_columns
 from electra.training.finetune.encoding import encode
-from electra.training.finetune.inference import predict_logits
+from electra.training.finetune.inference import predict_logits, sigmoid
 from electra.training.finetune.model_dir import Classifier, load_classifier
-from electra.training.finetune.tasks import Example, read_glue, submission_rows
+from electra.training.finetune.tasks import CUSTOM_TASKS, Example, read_glue, submission_rows
 
 
 def predict(
@@ -67,13 +67,13 @@ def predict_file(
     examples = _read_input(clf, task, input_file, columns)
     data = encode(clf.tokenizer, examples, clf.task, max_seq_len)
     preds = _predictions(clf, predict_logits(clf.model, data, clf.pad_id, clf.device, nullcontext()))
-    if task != "custom":
+    if task not in CUSTOM_TASKS:
         return submission_rows(clf.task, examples, preds)
     return [("index", "prediction"), *((e.guid, str(p)) for e, p in zip(examples, preds, strict=True))]
 
 
 def _read_input(clf: Classifier, task: str, input_file: Path, columns: CustomColumns | None) -> list[Example]:
-    if task == "custom":
+    if task in CUSTOM_TASKS:
         columns = columns or CustomColumns()
         return read_columns(input_file, CustomColumns(columns.text, columns.text_pair, label=None))
     if not input_file.is_file():
@@ -83,7 +83,18 @@ def _read_input(clf: Classifier, task: str, input_file: Path, columns: CustomCol
 
 
 def _predictions(clf: Classifier, logits: np.ndarray) -> list[str] | list[float]:
+    """Per input: the label, the number (regression), the relevance (a reranker: the sigmoid of its logit,
+    as sentence-transformers' CrossEncoder scores it) or the labels over their thresholds, joined by ","."""
+    cfg = clf.model.config
     if clf.task.is_regression:
         return [float(x) for x in logits[:, 0]]
-    id2label = clf.model.config.id2label
-    return [str(id2label[int(i)]) for i in logits.argmax(-1)]
+    if clf.task.kind == "relevance":
+        return [float(x) for x in sigmoid(logits[:, 0])]
+    if clf.task.kind == "multi_label":
+        names = [cfg.id2label[i] for i in range(cfg.num_labels)]
+        cut = np.asarray([(cfg.label_thresholds or {}).get(n, 0.5) for n in names])
+        return [
+            ",".join(n for n, chosen in zip(names, row, strict=True) if chosen)
+            for row in sigmoid(logits) > cut
+        ]
+    return [str(cfg.id2label[int(i)]) for i in logits.argmax(-1)]

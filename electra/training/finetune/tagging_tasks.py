@@ -36,6 +36,7 @@ class TaggingTask:
     dev_splits: tuple[str, ...]  # evaluated after every epoch; the first one selects the best seed
     main_metric: str = MAIN_METRIC
     default_epochs: int = 3  # the official tagging tasks' (finetune/configure_finetuning.py)
+    kind: str = "tagging"  # beside TaskSpec.kind: a tag per word piece, never a sequence's labels
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from electra.errors import InputError
 
@@ -36,20 +36,29 @@ class Example:
 
     `guid` is the file's index / id column where it has one (what a GLUE submission must repeat), otherwise
     "<split>-<row>" for GLUE files and the 0-based row number for custom files.
-    `label` is the label string as in the file for classification, a float for regression, None if unlabeled.
+    `label` is the label string as in the file for classification, a float for regression and relevance, a
+    tuple of label strings for multi-label classification, None if unlabeled. `group`: the query a
+    reranking dev example belongs to (its metrics are per query), else None.
     """
 
     guid: str
     text: str
     text_pair: str | None
-    label: str | float | None
+    label: str | float | tuple[str, ...] | None
+    group: int | None = None
+
+
+# What a classifier's outputs mean: one label of several (softmax, cross-entropy), a number (regression,
+# squared error), any number of labels (a sigmoid each, binary cross-entropy), or a pair's relevance (one
+# output, a sigmoid, binary cross-entropy against 0..1: a cross-encoder, as sentence-transformers trains one).
+TaskKind = Literal["single_label", "regression", "multi_label", "relevance"]
 
 
 @dataclass(frozen=True)
 class TaskSpec:
     name: str
     dir_name: str
-    labels: tuple[str, ...] | None  # label strings in id order; None = regression
+    labels: tuple[str, ...] | None  # label strings in id order; None = one output (regression, relevance)
     metrics: tuple[str, ...]
     main_metric: str
     dev_splits: tuple[str, ...]
@@ -60,10 +69,24 @@ class TaskSpec:
     unordered_pairs: bool = False
     # Regression: (min, max) of the labels, which the official code scales by (label - min) / max.
     label_range: tuple[float, float] | None = None
+    kind: TaskKind = "single_label"
+    # The labels as a person reads them, in id order (GLUE's "0"/"1" files mean negative/positive, ...): what
+    # a fine-tuned model's id2label holds, so /classify and transformers' pipeline answer in words. None:
+    # `labels` themselves.
+    label_names: tuple[str, ...] | None = None
+
+    @property
+    def names(self) -> tuple[str, ...] | None:
+        """The labels as id2label holds them."""
+        return self.label_names or self.labels
 
     @property
     def is_regression(self) -> bool:
-        return self.labels is None
+        return self.kind == "regression"
+
+    @property
+    def one_output(self) -> bool:
+        return self.kind in ("regression", "relevance")
 
 
 class ExampleList(list[Example]):
@@ -100,9 +123,17 @@ def _spec(
 TASKS: dict[str, TaskSpec] = {
     s.name: s
     for s in (
-        _spec("cola", "CoLA", _BINARY, ("mcc",)),
-        _spec("sst2", "SST-2", _BINARY, ("accuracy",)),
-        _spec("mrpc", "MRPC", _BINARY, ("f1", "accuracy"), unordered_pairs=True),
+        # The label names are those of the GLUE datasets on the Hugging Face Hub (nyu-mll/glue).
+        _spec("cola", "CoLA", _BINARY, ("mcc",), label_names=("unacceptable", "acceptable")),
+        _spec("sst2", "SST-2", _BINARY, ("accuracy",), label_names=("negative", "positive")),
+        _spec(
+            "mrpc",
+            "MRPC",
+            _BINARY,
+            ("f1", "accuracy"),
+            unordered_pairs=True,
+            label_names=("not_equivalent", "equivalent"),
+        ),
         # ELECTRA fine-tunes the small data sets RTE and STS-B for 10 epochs instead of 3.
         _spec(
             "stsb",
@@ -112,8 +143,9 @@ TASKS: dict[str, TaskSpec] = {
             default_epochs=10,
             unordered_pairs=True,
             label_range=(0.0, 5.0),
+            kind="regression",
         ),
-        _spec("qqp", "QQP", _BINARY, ("f1", "accuracy")),
+        _spec("qqp", "QQP", _BINARY, ("f1", "accuracy"), label_names=("not_duplicate", "duplicate")),
         _spec(
             "mnli",
             "MNLI",
@@ -125,7 +157,7 @@ TASKS: dict[str, TaskSpec] = {
         ),
         _spec("qnli", "QNLI", _NLI2, ("accuracy",)),
         _spec("rte", "RTE", _NLI2, ("accuracy",), default_epochs=10),
-        _spec("wnli", "WNLI", _BINARY, ("accuracy",)),
+        _spec("wnli", "WNLI", _BINARY, ("accuracy",), label_names=("not_entailment", "entailment")),
     )
 }
 
@@ -143,6 +175,46 @@ def custom_task(labels: tuple[str, ...] | None) -> TaskSpec:
         test_splits=("test",),
         default_epochs=3,
         submission_name="custom",
+        kind="regression" if regression else "single_label",
+    )
+
+
+# The tasks of your own files beyond `custom`: a reranker and a multi-label classifier.
+RERANK, MULTILABEL = "rerank", "multilabel"
+CUSTOM_TASKS = ("custom", RERANK, MULTILABEL)
+
+
+def rerank_task() -> TaskSpec:
+    """A cross-encoder: (query, passage) -> relevance, ranked per query (sentence-transformers'
+    CrossEncoderRerankingEvaluator's figures: NDCG@10 first)."""
+    return TaskSpec(
+        name=RERANK,
+        dir_name="",
+        labels=None,
+        metrics=("ndcg@10", "mrr@10", "map"),
+        main_metric="ndcg@10",
+        dev_splits=("dev",),
+        test_splits=("test",),
+        default_epochs=1,
+        submission_name=RERANK,
+        kind="relevance",
+    )
+
+
+def multilabel_task(labels: tuple[str, ...]) -> TaskSpec:
+    """Any number of `labels` per text; micro F1 at each label's own threshold (chosen on the dev set)
+    first."""
+    return TaskSpec(
+        name=MULTILABEL,
+        dir_name="",
+        labels=labels,
+        metrics=("micro_f1", "macro_f1", "micro_f1_at_0.5", "macro_f1_at_0.5"),
+        main_metric="micro_f1",
+        dev_splits=("dev",),
+        test_splits=("test",),
+        default_epochs=3,
+        submission_name=MULTILABEL,
+        kind="multi_label",
     )
 
 
@@ -433,18 +505,27 @@ def _as_text(path: Path, number: int, column: str, value: Any) -> str | None:
     raise InputError(f"{path}:{number}: {column!r} is a JSON {type(value).__name__}, expected a string")
 
 
+LabelType = Literal["class", "score", "relevance", "labels"]
+
+
 def read_custom(
     path: Path,
     text_column: str,
     text_pair_column: str | None,
     label_column: str | None,
     regression: bool = False,
+    label_type: LabelType | None = None,
+    label_separator: str = ",",
 ) -> list[Example]:
     """The examples of a custom data set: .csv and .tsv (header row, CSV quoting) or .jsonl / .json lines.
 
-    With `label_column` None (a prediction input) labels are None. Labels are stripped strings for
-    classification and floats with `regression`. guid is the 0-based row number.
+    With `label_column` None (a prediction input) labels are None. Labels are, by `label_type` (default:
+    "score" with `regression`, else "class"): stripped strings ("class"); floats ("score"); floats from 0 to
+    1 ("relevance", a reranker's: 0/1 or graded); tuples of label strings ("labels": a JSON list, or in a
+    CSV/TSV cell the labels joined by `label_separator`; none at all is an empty list or cell). guid is the
+    0-based row number.
     """
+    kind: LabelType = label_type or ("score" if regression else "class")
     path = Path(path)
     wanted = [c for c in (text_column, text_pair_column, label_column) if c is not None]
     examples: list[Example] = []
@@ -471,9 +552,18 @@ def read_custom(
             if text_pair_column is None
             else (_as_text(path, number, text_pair_column, row[text_pair_column]) or "")
         )
-        label: str | float | None = None
+        label: str | float | tuple[str, ...] | None = None
         if label_column is not None:
-            label = _custom_label(path, number, label_column, row[label_column], regression)
+            value = row[label_column]
+            if kind == "labels":
+                label = _label_list(path, number, label_column, value, label_separator)
+            else:
+                label = _custom_label(path, number, label_column, value, kind != "class")
+                if kind == "relevance" and not 0.0 <= float(label) <= 1.0:
+                    raise InputError(
+                        f"{path}:{number}: relevance {label:g} is not between 0 and 1; give 1 for a relevant "
+                        "passage, 0 for another (or a grade scaled to 0..1)"
+                    )
         examples.append(Example(str(len(examples)), text, pair, label))
     if not examples:
         raise InputError(f"{path}: no examples (only a header or blank lines)")
@@ -504,12 +594,70 @@ def _custom_label(path: Path, number: int, column: str, value: Any, regression: 
     return text.strip()
 
 
+def _label_list(path: Path, number: int, column: str, value: Any, separator: str) -> tuple[str, ...]:
+    """A multi-label example's labels: a JSON list of strings, or a cell of labels joined by `separator`."""
+    if isinstance(value, list):
+        if not all(isinstance(v, str) for v in value):
+            raise InputError(f"{path}:{number}: {column!r} must be a list of label strings, got {value!r}")
+        items = value
+    elif isinstance(value, str):
+        items = value.split(separator) if separator else [value]
+    elif value is None:
+        items = []
+    else:
+        raise InputError(
+            f"{path}:{number}: {column!r} is a JSON {type(value).__name__}; give the labels as a list of "
+            'strings, e.g. ["sports", "politics"] ([] for none)'
+        )
+    labels = tuple(sorted({v.strip() for v in items if v.strip()}))
+    return labels
+
+
+def read_rerank_groups(path: Path) -> list[Example]:
+    """A reranker's dev set: JSON lines, one query each, as sentence-transformers' reranking evaluator takes
+    them: {"query": ..., "positive": [passages], "negative": [passages]} (relevance 1 and 0), or graded,
+    {"query": ..., "documents": [passages], "labels": [relevance, ...]}. The examples are (query, passage,
+    relevance), each with its query's `group`."""
+    path = Path(path)
+    if path.suffix.lower() not in (".jsonl", ".json"):
+        raise InputError(
+            f"{path}: a reranker's dev set is JSON lines, one query per line: "
+            '{"query": ..., "positive": [...], "negative": [...]}'
+        )
+    examples: list[Example] = []
+    for group, (number, row, _) in enumerate(_custom_rows(path)):
+        query = row.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise InputError(f'{path}:{number}: no "query" string; every line is one query with its passages')
+        if "documents" in row:
+            docs, grades = row["documents"], row.get("labels")
+            if not isinstance(grades, list) or not isinstance(docs, list) or len(grades) != len(docs):
+                raise InputError(f'{path}:{number}: "labels" must give one relevance per document')
+            pairs = list(zip(docs, grades, strict=True))
+        else:
+            positive, negative = row.get("positive", []), row.get("negative", [])
+            if not isinstance(positive, list) or not isinstance(negative, list):
+                raise InputError(f'{path}:{number}: "positive" and "negative" must be lists of passages')
+            pairs = [(d, 1.0) for d in positive] + [(d, 0.0) for d in negative]
+        for doc, grade in pairs:
+            if not isinstance(doc, str) or isinstance(grade, bool) or not isinstance(grade, int | float):
+                raise InputError(f"{path}:{number}: a passage must be a string and its relevance a number")
+            if not math.isfinite(grade) or grade < 0:
+                raise InputError(f"{path}:{number}: relevance {grade!r} must be a number >= 0")
+            examples.append(Example(str(len(examples)), query, doc, float(grade), group))
+    if not examples:
+        raise InputError(f"{path}: no passages to rank")
+    return examples
+
+
 def label_names(examples: list[Example]) -> tuple[str, ...]:
     """The distinct labels of a classification training set, sorted: the label ids of the classifier.
 
     Labels that are all integers ("0", "1", ..., "10") sort numerically so their ids equal their values.
     """
-    names = {e.label for e in examples}
+    names: set[Any] = set()
+    for e in examples:
+        names.update(e.label if isinstance(e.label, tuple) else [e.label])
     if any(not isinstance(n, str) for n in names):
         raise ValueError("label_names needs string labels (a classification set read without --regression)")
     as_str: set[str] = {n for n in names if isinstance(n, str)}
@@ -558,6 +706,8 @@ def _format_prediction(spec: TaskSpec, pred: Any) -> str:
     if spec.labels is None:
         return f"{float(pred):.3f}"
     if isinstance(pred, str):
+        if spec.label_names and pred in spec.label_names:  # a model's id2label name: the file's label
+            return spec.labels[spec.label_names.index(pred)]
         if pred not in spec.labels:
             raise ValueError(f"prediction {pred!r} is not a {spec.name} label ({', '.join(spec.labels)})")
         return pred

@@ -10,6 +10,7 @@ Dev evaluation after every epoch, several seeds with the median reported and the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -67,6 +68,10 @@ class FinetuneTrainer:
         self.tokenizer = load_model_tokenizer(self.model_dir)
         self.pad_id = special_ids(self.tokenizer).pad
         self.load_data()
+        if self.task.kind == "relevance" and cfg.head is None:
+            # A cross-encoder is transformers' ElectraForSequenceClassification, head included, as
+            # sentence-transformers trains and loads one: its directory opens without remote code.
+            self.recipe = dataclasses.replace(self.recipe, head="hf")
         self.device = resolve_device(cfg.device)
         self.autocast = autocast(self.device, resolve_precision(cfg.precision, self.device))
         self.epochs = cfg.epochs or self.task.default_epochs
@@ -115,7 +120,7 @@ class FinetuneTrainer:
             self.model_dir,
             kind="classifier",
             head=self.recipe.head,
-            **classifier_head_config(self.task.labels),
+            **classifier_head_config(self.task.names, self.task.kind),
         )
         assert isinstance(model, ElectraClassifier)
         check_head(model)
@@ -134,7 +139,7 @@ class FinetuneTrainer:
         target = torch.from_numpy(self.train_data.labels[idx]).to(self.device)
         with self.autocast:
             logits = self.model(**batch)
-        return _loss(logits, target, self.task.is_regression, self.recipe.loss_reduction)
+        return _loss(logits, target, self.task.kind, self.recipe.loss_reduction)
 
     def train_step(self, idx: np.ndarray) -> torch.Tensor:
         loss = self.batch_loss(idx)
@@ -165,7 +170,7 @@ class FinetuneTrainer:
             logits = predict_logits(self.model, d, self.pad_id, self.device, self.autocast)
             if self.scale is not None:
                 logits = logits * self.scale[1] + self.scale[0]
-            results[name] = score(self.task, logits, d.labels)
+            results[name] = score(self.task, logits, d.labels, d.groups)
         return results
 
     def train_seed(self, seed: int) -> dict[str, Any]:
@@ -222,13 +227,31 @@ class FinetuneTrainer:
         }
 
     def save(self, model: nn.Module, summary: dict[str, Any]) -> None:
-        """A Hugging Face model directory, its tokenizer and eval_results.json, written atomically."""
+        """A Hugging Face model directory, its tokenizer and eval_results.json, written atomically (a
+        multi-label model with each label's threshold, chosen on the dev set, in its config)."""
         if self.scale is not None:
             assert isinstance(model, ElectraClassifier)
             fold_target_scale(model, self.scale)
+        if self.task.kind == "multi_label":
+            thresholds = self.label_thresholds(model)
+            model.config = model.config.replace(label_thresholds=thresholds)
+            summary["label_thresholds"] = thresholds
         files = tokenizer_files(self.tokenizer)
         files[EVAL_RESULTS_JSON] = (json.dumps(summary, indent=2) + "\n").encode()
         save_hf_dir(model, self.cfg.out, overwrite=self.cfg.overwrite, extra_files=files)
+
+    def label_thresholds(self, model: nn.Module) -> dict[str, float]:
+        """Each label's threshold for the saved model: the best F1 on the first dev split."""
+        from electra.training.finetune.inference import sigmoid
+        from electra.training.finetune.multilabel_metrics import tune_thresholds
+
+        assert self.task.labels is not None
+        d = self.dev_data[self.task.dev_splits[0]]
+        model = model.to(self.device)
+        probs = sigmoid(predict_logits(model, d, self.pad_id, self.device, self.autocast))
+        thresholds = tune_thresholds(probs, d.labels)  # type: ignore[arg-type]
+        model.cpu()
+        return {label: float(t) for label, t in zip(self.task.labels, thresholds, strict=True)}
 
     def _progress_bar(self, seed: int) -> Any | None:
         """A bar on a terminal, a line every 30 s elsewhere (electra.progress); None with --quiet."""
@@ -237,11 +260,22 @@ class FinetuneTrainer:
         return progress(total=self.total_steps, desc=f"{self.task.name} seed {seed}", unit="step")
 
 
-def _loss(logits: torch.Tensor, labels: torch.Tensor, regression: bool, reduction: str) -> torch.Tensor:
-    """Squared error or cross-entropy, summed over the batch (official: it decides how often the gradient
-    clipping at norm 1.0 bites) or averaged (transformers)."""
-    if regression:
+def _loss(logits: torch.Tensor, labels: torch.Tensor, kind: str, reduction: str) -> torch.Tensor:
+    """Squared error (regression), binary cross-entropy (a reranker's relevance: sentence-transformers'
+    CrossEncoder.fit's BCEWithLogitsLoss; a multi-label model's, summed over its labels) or cross-entropy,
+    summed over the batch (official: it decides how often the gradient clipping at norm 1.0 bites) or
+    averaged (transformers)."""
+    if kind == "regression":
         return F.mse_loss(logits.squeeze(-1).float(), labels.float(), reduction=reduction)
+    if kind == "relevance":
+        return F.binary_cross_entropy_with_logits(
+            logits.squeeze(-1).float(), labels.float(), reduction=reduction
+        )
+    if kind == "multi_label":
+        per_example = F.binary_cross_entropy_with_logits(
+            logits.float(), labels.float(), reduction="none"
+        ).sum(-1)
+        return per_example.sum() if reduction == "sum" else per_example.mean()
     return F.cross_entropy(logits.float(), labels, reduction=reduction)
 
 

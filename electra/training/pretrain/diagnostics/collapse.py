@@ -87,8 +87,8 @@ class CollapseWatch:
         return (
             f"step {step}: the discriminator has collapsed to the prior: {what}. It no longer tells replaced "
             "tokens from original ones: the generator's samples became plausible before the discriminator "
-            "learned to read context (README, 'When pre-training collapses': --embedding-sharing gdes with "
-            "--generator-lr-scale below 1 keeps the generator behind)"
+            "learned to read context (docs/pretraining.md, 'When pre-training collapses': "
+            "--embedding-sharing gdes --generator-lr-scale 0.05 keeps the generator behind)"
         )
 
     def state_dict(self) -> dict[str, Any]:
