@@ -140,6 +140,18 @@ def train_theirs(args: argparse.Namespace, train_rows: list[dict[str, Any]], out
     return seconds
 
 
+def dev_pairs(dev_rows: list[dict[str, Any]]) -> tuple[list[tuple[str, str]], list[float], list[int]]:
+    """Every dev (query, passage) pair with its relevance and its query's number."""
+    pairs, relevance, groups = [], [], []
+    for g, row in enumerate(dev_rows):
+        for passages, rel in ((row["positive"], 1.0), (row["negative"], 0.0)):
+            for p in passages:
+                pairs.append((row["query"], p))
+                relevance.append(rel)
+                groups.append(g)
+    return pairs, relevance, groups
+
+
 def ndcg_of(model_dir: Path, dev_rows: list[dict[str, Any]]) -> dict[str, float]:
     """The dev queries ranked by CrossEncoder(model_dir): the one scorer of both configurations."""
     import numpy as np
@@ -148,15 +160,22 @@ def ndcg_of(model_dir: Path, dev_rows: list[dict[str, Any]]) -> dict[str, float]
     from electra.training.finetune.ranking_metrics import ranking_metrics
 
     model = CrossEncoder(str(model_dir), device="cpu")
-    pairs, relevance, groups = [], [], []
-    for g, row in enumerate(dev_rows):
-        for passages, rel in ((row["positive"], 1.0), (row["negative"], 0.0)):
-            for p in passages:
-                pairs.append((row["query"], p))
-                relevance.append(rel)
-                groups.append(g)
+    pairs, relevance, groups = dev_pairs(dev_rows)
     scores = model.predict(pairs, batch_size=64, show_progress_bar=False)
     return ranking_metrics(np.asarray(scores), np.asarray(relevance), np.asarray(groups))
+
+
+def chance_metrics(dev_rows: list[dict[str, Any]], draws: int = 200, seed: int = 0) -> dict[str, float]:
+    """The same metrics for passages in a random order (mean over `draws` orders): what a model that learned
+    nothing scores, so a pair of equal scores can be told from two models that both failed to learn."""
+    import numpy as np
+
+    from electra.training.finetune.ranking_metrics import ranking_metrics
+
+    _, relevance, groups = dev_pairs(dev_rows)
+    rng = np.random.default_rng(seed)
+    runs = [ranking_metrics(rng.random(len(relevance)), relevance, groups) for _ in range(draws)]
+    return {metric: float(np.mean([r[metric] for r in runs])) for metric in runs[0]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         for name in CONFIGS
     }
+    summary["chance"] = chance_metrics(dev_rows)
     result = {
         **header,
         "model": portable_path(args.model),

@@ -41,7 +41,6 @@ test) and its training faster (median ratio > 1).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import os
@@ -73,6 +72,7 @@ from transformers import (
 
 from bench.benchlib import ROOT, int_list, portable_path, result_header, write_result
 from electra.config import ElectraConfig
+from electra.digest import file_sha256
 from electra.files import CONFIG_JSON
 from electra.hf_format import load_hf_dir_with_report
 from electra.sizes import finetune_recipe
@@ -528,14 +528,6 @@ def print_summary(summary: dict[str, Any], out: Path) -> None:
     print(f"targets (ours-hf): {summary['targets']['ours-hf']} -> {out}")
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def describe_checkpoint(model_dir: Path, note: str) -> dict[str, Any]:
     """The starting checkpoint: path, size, weights checksum and, for a pretrain run, how it was trained."""
     cfg = json.loads((model_dir / CONFIG_JSON).read_text())
@@ -552,7 +544,9 @@ def describe_checkpoint(model_dir: Path, note: str) -> dict[str, Any]:
                 "vocab_size",
             )
         },
-        "weights_sha256": sha256(next(model_dir.glob("model.safetensors"), model_dir / "pytorch_model.bin")),
+        "weights_sha256": file_sha256(
+            next(model_dir.glob("model.safetensors"), model_dir / "pytorch_model.bin")
+        ),
     }
     run_config = model_dir.parent / "run_config.json"
     if run_config.is_file():

@@ -16,7 +16,6 @@ that only shows the harness works ("kind": "harness check, not a result").
 from __future__ import annotations
 
 import argparse
-import hashlib
 import statistics
 import sys
 import tempfile
@@ -24,6 +23,7 @@ import time
 from pathlib import Path
 
 from bench.benchlib import int_list, portable_path, result_header, write_result
+from electra.digest import file_sha256
 from electra.training.finetune.config import FinetuneConfig
 from electra.training.finetune.model_dir import resolve_model_dir
 from electra.training.finetune.recipe import RECIPES
@@ -68,14 +68,6 @@ def run_pair(args: argparse.Namespace, task: str, recipe: str, seeds: list[int],
         "recipe": summary["recipe"],
         "seconds": time.perf_counter() - start,
     }
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_after": result_header("")["load_average"],
         "model": portable_path(model_dir),
         "model_note": args.note,
-        "model_weights_sha256": sha256(
+        "model_weights_sha256": file_sha256(
             next(model_dir.glob("model.safetensors"), model_dir / "pytorch_model.bin")
         ),
         "options": {k: portable_path(v) if isinstance(v, Path) else v for k, v in vars(args).items()},

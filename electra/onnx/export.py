@@ -15,7 +15,6 @@ place atomically.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import tempfile
 from datetime import UTC, datetime
@@ -34,6 +33,7 @@ from electra.bundle import (
     Versions,
     write_bundle,
 )
+from electra.digest import file_sha256
 from electra.errors import InputError
 from electra.files import CONFIG_JSON, GENERATOR_DIR, MODEL_ONNX
 from electra.onnx.fusion import (
@@ -228,7 +228,7 @@ def _source(source: SourceModel) -> Source:
     return Source(
         model_dir=str(source.model_dir),
         weights_file=source.weights_file.name,
-        sha256=_sha256(source.weights_file),
+        sha256=file_sha256(source.weights_file),
     )
 
 
@@ -244,8 +244,3 @@ def _write_files(
     if generator is not None:
         (bundle_dir / GENERATOR_DIR / CONFIG_JSON).write_text(generator.config_text, encoding="utf-8")
     write_bundle(bundle_dir, bundle)
-
-
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()

@@ -13,6 +13,8 @@ from typing import Any
 from experiments.lib.store import read_record, write_record
 
 POINT_RECORD = "point.json"
+# Steps between checkpoints: a few minutes of a micro run on one thread, a few seconds to save.
+CHECKPOINT_EVERY = 250
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,8 @@ def train_to_points(
             eval_every=max(1, steps // evaluations),
             # Every validation row, not the first ten batches: losses a few hundredths apart are compared.
             eval_batches=1000,
-            checkpoint_every=steps + 1,
+            # A machine restart (no signal, no checkpoint) would otherwise lose the whole segment.
+            checkpoint_every=CHECKPOINT_EVERY,
             keep_checkpoints=1,
             progress=False,
             **{k: v for k, v in asdict(recipe).items()},

@@ -36,7 +36,7 @@ from electra.training.pretrain.hf_models import export_hf, init_from_hf
 from electra.training.pretrain.models import build_pretrainer, optimizer_groups
 from electra.training.pretrain.objective import STAT_KEYS, SpecialTokens, ratios
 from electra.training.pretrain.state.checkpoint_manager import CheckpointManager, Progress, TrainState
-from electra.training.pretrain.state.distributed import init_distributed
+from electra.training.pretrain.state.distributed import init_distributed, leave_distributed
 from electra.training.pretrain.state.loader import GlobalBatchOrder, batch_counts, load_rows, micro_slice
 from electra.training.pretrain.state.run_dir import prepare_out_dir, write_run_config
 from electra.training.pretrain.state.signals import StopSignal
@@ -51,7 +51,10 @@ logger = logging.getLogger("electra.pretrain")
 
 def pretrain(cfg: PretrainConfig) -> dict[str, Any]:
     """Train as `cfg` says; returns {"step", "stopped", "last" (the last train record), "out"}."""
-    return PretrainTrainer(cfg).fit()
+    try:
+        return PretrainTrainer(cfg).fit()
+    finally:
+        leave_distributed()
 
 
 def masking_seed(seed: int, step: int, slice_index: int) -> int:

@@ -29,7 +29,6 @@ never written (and never causes a good one to be pruned).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -49,6 +48,7 @@ from safetensors import SafetensorError, safe_open
 
 from electra import __version__
 from electra.atomic import file_mode, fsync_dir, make_temp_dir
+from electra.digest import file_sha256
 from electra.errors import ElectraError, InputError
 from electra.files import CHECKPOINTS_DIR, MODEL_SAFETENSORS
 
@@ -247,7 +247,7 @@ def _write_files(
         "electra_version": __version__,
         "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "files": {
-            name: {"size": (tmp / name).stat().st_size, "sha256": _sha256(tmp / name)} for name in written
+            name: {"size": (tmp / name).stat().st_size, "sha256": file_sha256(tmp / name)} for name in written
         },
     }
     _write_bytes(tmp / COMPLETE_FILE, (json.dumps(manifest, indent=2) + "\n").encode("utf-8"))
@@ -371,7 +371,7 @@ def verify_checkpoint(path: Path) -> str | None:
             return f"{name}: {size} bytes, {COMPLETE_FILE} records {entry['size']}"
     for name, entry in files.items():
         try:
-            digest = _sha256(path / name)
+            digest = file_sha256(path / name)
         except OSError as e:
             return f"{name}: unreadable ({_reason(e)})"
         if digest != entry["sha256"]:
@@ -422,11 +422,6 @@ def _read_manifest(path: Path) -> tuple[dict | None, str | None]:
         ):
             return None, f"{COMPLETE_FILE}: bad entry for {name}"
     return manifest, None
-
-
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def latest_checkpoint(run_dir: Path, log: Callable[[str], None] = log_message) -> Path | None:

@@ -65,3 +65,11 @@ def init_distributed(device: str | None) -> Dist:
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if resolved.type == "cuda" else "gloo")
     return Dist(rank, world, local_rank, resolved)
+
+
+def leave_distributed() -> None:
+    """Tear the process group down before the interpreter exits: left to process exit, gloo's threads can be
+    destroyed while still joinable, and the rank dies with SIGABRT ("terminate called without an active
+    exception") after a run that finished."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
