@@ -96,7 +96,7 @@ def train_ours(args: argparse.Namespace, train: Path, dev: Path, out: Path, seed
         max_seq_len=args.max_seq_len,
         warmup_fraction=args.warmup_fraction,
         recipe="hf",  # torch AdamW, no layer-wise decay, linear warmup then decay, mean loss
-        weight_decay=0.01,  # CrossEncoder.fit's (the hf recipe's is 0)
+        weight_decay=args.weight_decay,  # the hf recipe's own is 0
         head="hf",
         seeds=[seed],
         device="cpu",
@@ -131,7 +131,7 @@ def train_theirs(args: argparse.Namespace, train_rows: list[dict[str, Any]], out
         epochs=args.epochs,
         warmup_steps=round(args.warmup_fraction * steps),
         optimizer_params={"lr": args.lr},
-        weight_decay=0.01,
+        weight_decay=args.weight_decay,
         max_grad_norm=1.0,
         show_progress_bar=False,
     )
@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--max-seq-len", type=int, default=128)
     ap.add_argument("--warmup-fraction", type=float, default=0.1)
+    ap.add_argument("--weight-decay", type=float, default=0.01, help="CrossEncoder.fit's default")
     ap.add_argument("--dev-share", type=float, default=0.3, help="questions held out for the dev ranking")
     ap.add_argument("--negatives", type=int, default=9, help="other questions' sentences per dev query")
     ap.add_argument("--max-train-pairs", type=int, default=None, help="a smaller training set (smoke runs)")
