@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from electra.atomic import atomic_write_text
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "bench" / "results"
@@ -76,13 +78,12 @@ def result_header(name: str, device: str | None = None) -> dict[str, Any]:
 def write_result(record: dict, out: Path | None, default_name: str) -> Path:
     """Write a results record as JSON to `out`, or bench/results/<default_name>.json; returns the path.
 
-    Written whole to a temporary file and renamed, so an interrupted run never leaves half a result.
+    Written whole to a temporary file of its own and renamed, so an interrupted run never leaves half a
+    result, and two runs writing one file (an experiment split between invocations) never share a
+    temporary file.
     """
     path = out or RESULTS / f"{default_name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(record, indent=2) + "\n")
     return path
 
 

@@ -91,6 +91,38 @@ def curves(
     return out
 
 
+def markdown_table(result: dict[str, Any]) -> str:
+    """The write-up's table: per task and training-set size, each encoder's median over seeds and its range
+    (a recipe other than the first is named beside the encoder)."""
+    first_recipe = result["setup"]["recipes"][0]
+    columns: list[tuple[str, str]] = []
+    cells: dict[tuple[str, int], dict[tuple[str, str], str]] = {}
+    steps: dict[tuple[str, int], int] = {}
+    for name, per_task in result["curves"].items():
+        for task, per_recipe in per_task.items():
+            for recipe, curve in per_recipe.items():
+                if (name, recipe) not in columns:
+                    columns.append((name, recipe))
+                for p in curve["points"]:
+                    row = (task, p["train_examples"])
+                    steps[row] = p["steps"]
+                    spread_ = f"{p['median']:.1f} ({p['min']:.1f}-{p['max']:.1f})"
+                    cells.setdefault(row, {})[(name, recipe)] = spread_
+    heads = [n if r == first_recipe else f"{n} ({r})" for n, r in columns]
+    lines = [
+        "| task | training examples | steps | " + " | ".join(heads) + " |",
+        "|---|---|---|" + "---|" * len(columns),
+    ]
+    for row in sorted(cells, key=lambda r: (list(result["setup"]["sizes"]).index(r[0]), r[1])):
+        got = cells[row]
+        lines.append(
+            f"| {row[0]} | {row[1]:,} | {steps[row]:,} | "
+            + " | ".join(got.get(c, "") for c in columns)
+            + " |"
+        )
+    return "\n".join(lines)
+
+
 def plot(result: dict[str, Any], path: Path) -> Path:
     import matplotlib
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from electra.atomic import atomic_write_text
 from experiments.lib.shared_data import CONLL_TRAIN, WIKITEXT
 from experiments.lib.shared_data import WIKI as WIKI_ARTICLES
 
@@ -274,10 +275,7 @@ def generator_detection(
 
 def write_heldout_corpus(path: Path) -> Path:
     """The held-out paragraphs as a text corpus (a blank line between paragraphs), for `data prepare`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("\n\n".join(heldout_paragraphs()) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    atomic_write_text(path, "\n\n".join(heldout_paragraphs()) + "\n")
     return path
 
 
