@@ -54,12 +54,14 @@ from experiments.lib.pretraining import (
     Recipe,
     encoder_dir,
     first_collapse,
+    metrics,
     prepare,
     random_encoder,
     train_to_points,
+    unigram_entropy,
 )
 from experiments.lib.shared_data import CONLL, GLUE, WIKI, WIKITEXT, missing
-from experiments.lib.store import RESULTS, Cache, read_record, write_record
+from experiments.lib.store import RESULTS, Cache, read_record, save_figure, write_record
 from experiments.lib.vocab import check_name, tokenizer_path
 
 RANDOM_POINT = 0.0
@@ -170,12 +172,29 @@ def run_row(setup: Setup, cache: Cache, arm: str, seed: int, rec: dict[str, Any]
         ),
     }
     if arm != "random":
-        row["flops"] = float(arm_flops(setup, arm, seed, rec["step"])[-1])
+        curve = arm_flops(setup, arm, seed, rec["step"])
+        row["flops"] = float(curve[-1])
         row["collapsed_at_step"] = first_collapse(run_dir(setup, arm, seed), rec["step"])
+        row["validation_history"] = validation_history(run_dir(setup, arm, seed), curve)
     det = cache.get(detection_key(arm, seed, point))
     if det is not None:
         row["heldout_detection"] = {k: v for k, v in det.items() if isinstance(v, float)}
     return row
+
+
+HISTORY_KEYS = ("mlm_loss", "disc_auc")
+
+
+def validation_history(run: Path, curve: np.ndarray) -> list[dict[str, Any]]:
+    """Every validation of the run up to the end of `curve` (its cumulative FLOPs by step), with the FLOPs
+    spent by then: the learning curve the budget points sample. A step validated twice (a run resumed from
+    its checkpoint before it) counts once, the later record."""
+    by_step = {}
+    for r in metrics(run):
+        if r.get("split") == "val" and 0 < r["step"] <= len(curve):
+            kept = {k: r[k] for k in HISTORY_KEYS if r.get(k) is not None}
+            by_step[r["step"]] = {"step": r["step"], "flops": float(curve[r["step"] - 1]), **kept}
+    return [by_step[s] for s in sorted(by_step)]
 
 
 def point_row(setup: Setup, point: float, runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -308,6 +327,43 @@ def markdown_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def pretraining_table(result: dict[str, Any]) -> str:
+    """The write-up's pre-training table: per arm, pre-training seed and budget point, the last validation
+    before the point: masked-LM loss (an ELECTRA arm's generator's), its context gain over the corpus's
+    unigram entropy, and the discriminator's AUC."""
+    entropy = result["unigram_entropy"]
+    head = [
+        "arm",
+        "pre-training seed",
+        "budget",
+        "steps",
+        "tokens",
+        "val MLM loss",
+        "context gain",
+        "val AUC",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for arm, rows in result["arms"].items():
+        if arm == "random":
+            continue
+        for run in sorted(
+            (run for r in rows for run in r["runs"]), key=lambda run: (run["seed"], run["point"])
+        ):
+            val = run.get("validation") or {}
+            loss, auc = val.get("mlm_loss"), val.get("disc_auc")
+            cells = [
+                arm,
+                str(run["seed"]),
+                f"{run['point']:.0%}",
+                f"{run['step']:,}",
+                f"{run['tokens'] / 1e6:.1f}M",
+            ]
+            cells += ["", ""] if loss is None else [f"{loss:.2f}", f"{entropy - loss:+.2f}"]
+            cells.append("" if auc is None else f"{auc:.3f}")
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 STYLES = {"electra": "o-", "gdes": "s-", "gdes-all": "s--", "none": "D-", "mlm": "^-"}
 
 
@@ -354,11 +410,7 @@ def plot(result: dict[str, Any], path: Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    tmp.replace(path)
-    return path
+    return save_figure(fig, path)
 
 
 def write(setup: Setup, cache: Cache, name: str, started: float) -> Path:
@@ -376,13 +428,53 @@ def write(setup: Setup, cache: Cache, name: str, started: float) -> Path:
             "data": "enwiki-2015 sample (shared data), 128-token examples",
         },
         "wall_seconds_this_invocation": time.perf_counter() - started,
+        # What a masked LM that reads no context reaches: its loss must go below this to show it reads any.
+        "unigram_entropy": unigram_entropy(setup.data),
         "arms": arms,
         "against_random": against_random(arms),
         "floor_crossing": floor_crossings(arms),
     }
     path = write_result(result, RESULTS / f"{name}.json", name)
     plot(result, path.with_suffix(".png"))
+    plot_pretraining(result, path.with_name(f"{path.stem}_pretraining.png"))
     return path
+
+
+def plot_pretraining(result: dict[str, Any], path: Path) -> Path:
+    """Each pre-training run's validation against FLOPs: masked-LM loss beside the unigram entropy, and the
+    ELECTRA arms' discriminator AUC."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (loss_ax, auc_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for arm, rows in result["arms"].items():
+        longest = {}
+        for row in rows:
+            for run in row["runs"]:
+                if len(run.get("validation_history", [])) >= len(longest.get(run["seed"], [])):
+                    longest[run["seed"]] = run.get("validation_history", [])
+        for seed, hist in sorted(longest.items()):
+            label = f"{arm} seed {seed}"
+            style = STYLES.get(arm, "o-")
+            loss = [(h["flops"], h["mlm_loss"]) for h in hist if "mlm_loss" in h]
+            if loss:
+                loss_ax.plot(*zip(*loss, strict=True), style, markersize=3, label=label)
+            auc = [(h["flops"], h["disc_auc"]) for h in hist if "disc_auc" in h]
+            if auc:
+                auc_ax.plot(*zip(*auc, strict=True), style, markersize=3, label=label)
+    if "unigram_entropy" in result:
+        loss_ax.axhline(result["unigram_entropy"], color="k", linestyle=":", label="unigram entropy")
+    loss_ax.set_ylabel("validation MLM loss (ELECTRA: the generator's), nats")
+    auc_ax.set_ylabel("validation discriminator AUC")
+    for ax in (loss_ax, auc_ax):
+        ax.set_xlabel("pre-training FLOPs")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, path)
 
 
 # ------------------------------------------------------------------------------------------------- main

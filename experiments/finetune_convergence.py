@@ -27,7 +27,7 @@ from typing import Any
 from bench.benchlib import int_list, result_header, write_result
 from experiments.lib.evaluation import FinetuneBudget, finetune_each, spread
 from experiments.lib.shared_data import CONLL, GLUE, missing
-from experiments.lib.store import RESULTS, Cache
+from experiments.lib.store import RESULTS, Cache, save_figure
 
 BATCH = 32  # electra finetune's default batch, which every evaluation uses
 
@@ -146,10 +146,7 @@ def plot(result: dict[str, Any], path: Path) -> Path:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    tmp.replace(path)
-    return path
+    return save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

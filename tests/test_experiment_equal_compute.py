@@ -228,6 +228,59 @@ def test_a_collapse_is_found_in_the_training_log_before_the_point(tmp_path: Path
     assert first_collapse(tmp_path / "missing", 600) is None
 
 
+def test_validation_history_puts_each_validation_at_the_flops_spent_by_its_step(tmp_path: Path) -> None:
+    import numpy as np
+
+    records = [
+        {"split": "train", "step": 2, "mlm_loss": 9.0},
+        {"split": "val", "step": 2, "mlm_loss": 7.5, "disc_auc": 0.6, "disc_loss": 0.4},
+        {"split": "val", "step": 4, "mlm_loss": 7.2, "disc_auc": 0.65},
+        # resumed from a checkpoint before step 4: validated again, the later record counts
+        {"split": "val", "step": 4, "mlm_loss": 7.1, "disc_auc": 0.66},
+        {"split": "val", "step": 6, "mlm_loss": 7.0},  # past the point
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    curve = np.array([10.0, 20.0, 35.0, 50.0, 60.0])  # cumulative FLOPs after steps 1..5
+    assert ec.validation_history(tmp_path, curve) == [
+        {"step": 2, "flops": 20.0, "mlm_loss": 7.5, "disc_auc": 0.6},
+        {"step": 4, "flops": 50.0, "mlm_loss": 7.1, "disc_auc": 0.66},
+    ]
+    assert ec.validation_history(tmp_path / "missing", curve) == []
+
+
+def test_pretraining_table_gives_each_seed_and_point_its_context_gain() -> None:
+    def run(seed: int, point: float, step: int, loss: float, auc: float | None = None) -> dict:
+        val = {"mlm_loss": loss} if auc is None else {"mlm_loss": loss, "disc_auc": auc}
+        return {"seed": seed, "point": point, "step": step, "tokens": step * 4000, "validation": val}
+
+    result = {
+        "unigram_entropy": 7.0,
+        "arms": {
+            "gdes-all": [
+                {"point": 0.5, "runs": [run(1, 0.5, 500, 6.9, 0.7012), run(2, 0.5, 501, 7.2, 0.65)]},
+                {"point": 1.0, "runs": [run(1, 1.0, 1000, 6.6, 0.757)]},
+            ],
+            "mlm": [
+                {
+                    "point": 1.0,
+                    "runs": [
+                        run(1, 1.0, 1100, 5.53),
+                        {"seed": 2, "point": 1.0, "step": 1100, "tokens": 4.4e6},
+                    ],
+                }
+            ],
+            "random": [{"point": 0.0, "runs": [{"seed": 1, "point": 0.0, "step": 0, "tokens": 0}]}],
+        },
+    }
+    assert ec.pretraining_table(result).splitlines()[2:] == [
+        "| gdes-all | 1 | 50% | 500 | 2.0M | 6.90 | +0.10 | 0.701 |",
+        "| gdes-all | 1 | 100% | 1,000 | 4.0M | 6.60 | +0.40 | 0.757 |",
+        "| gdes-all | 2 | 50% | 501 | 2.0M | 7.20 | -0.20 | 0.650 |",
+        "| mlm | 1 | 100% | 1,100 | 4.4M | 5.53 | +1.47 |  |",
+        "| mlm | 2 | 100% | 1,100 | 4.4M |  |  |  |",
+    ]
+
+
 def test_floor_crossing_extrapolates_in_log_flops() -> None:
     # 50 at 1e13, 53 at 1e14: 3 points a decade, so 59 (the floor) at 1e16.
     got = ec.floor_crossing([(1e13, 50.0), (1e14, 53.0)], floor=59.0)
@@ -265,7 +318,9 @@ def test_the_write_up_tables_are_the_results_files() -> None:
         assert ec.markdown_table(json.loads((results / f"{name}.json").read_text())) in readme, name
     assert es.markdown_table(json.loads((results / "embedding_swap_cpu.json").read_text())) in readme
     for path in sorted(results.glob("equal_compute_v2*.json")):
-        assert ec.markdown_table(json.loads(path.read_text())) in readme, path.name
+        result = json.loads(path.read_text())
+        assert ec.markdown_table(result) in readme, path.name
+        assert ec.pretraining_table(result) in readme, path.name
     pilot = results / "recipe_pilot.json"
     if pilot.is_file():
         assert rp.markdown_table(json.loads(pilot.read_text())) in readme

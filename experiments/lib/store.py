@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
-from electra.atomic import atomic_write_text
+from electra.atomic import atomic_write_bytes, atomic_write_text
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -47,3 +48,12 @@ def write_record(path: Path, record: dict[str, Any]) -> dict[str, Any]:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(record, indent=2) + "\n")
     return record
+
+
+def save_figure(fig: Any, path: Path) -> Path:
+    """A matplotlib figure as a PNG, written whole through a temporary file of its own (an experiment split
+    between invocations may have two of them writing one plot)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    atomic_write_bytes(path, buf.getvalue())
+    return path
