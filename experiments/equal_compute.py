@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from bench.benchlib import int_list, result_header, usable_cores, write_result
-from experiments.lib import heldout
+from experiments.lib import heldout, tables
 from experiments.lib.arms import (
     ARMS,
     ELECTRA_ARMS,
@@ -332,23 +332,11 @@ def pretraining_table(result: dict[str, Any]) -> str:
     before the point: masked-LM loss (an ELECTRA arm's generator's), its context gain over the corpus's
     unigram entropy, and the discriminator's AUC."""
     entropy = result["unigram_entropy"]
-    head = [
-        "arm",
-        "pre-training seed",
-        "budget",
-        "steps",
-        "tokens",
-        "val MLM loss",
-        "context gain",
-        "val AUC",
-    ]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for arm, rows in result["arms"].items():
+    rows = []
+    for arm, points in result["arms"].items():
         if arm == "random":
             continue
-        for run in sorted(
-            (run for r in rows for run in r["runs"]), key=lambda run: (run["seed"], run["point"])
-        ):
+        for run in sorted((run for p in points for run in p["runs"]), key=lambda r: (r["seed"], r["point"])):
             val = run.get("validation") or {}
             loss, auc = val.get("mlm_loss"), val.get("disc_auc")
             cells = [
@@ -360,8 +348,18 @@ def pretraining_table(result: dict[str, Any]) -> str:
             ]
             cells += ["", ""] if loss is None else [f"{loss:.2f}", f"{entropy - loss:+.2f}"]
             cells.append("" if auc is None else f"{auc:.3f}")
-            lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+            rows.append(cells)
+    head = (
+        "arm",
+        "pre-training seed",
+        "budget",
+        "steps",
+        "tokens",
+        "val MLM loss",
+        "context gain",
+        "val AUC",
+    )
+    return tables.markdown_table(head, rows)
 
 
 STYLES = {"electra": "o-", "gdes": "s-", "gdes-all": "s--", "none": "D-", "mlm": "^-"}

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.benchlib import int_list, result_header, write_result
+from experiments.lib import tables
 from experiments.lib.evaluation import FinetuneBudget, finetune_each, spread
 from experiments.lib.shared_data import CONLL, GLUE, missing
 from experiments.lib.store import RESULTS, Cache, save_figure
@@ -108,19 +109,23 @@ def markdown_table(result: dict[str, Any]) -> str:
                     steps[row] = p["steps"]
                     spread_ = f"{p['median']:.1f} ({p['min']:.1f}-{p['max']:.1f})"
                     cells.setdefault(row, {})[(name, recipe)] = spread_
-    heads = [n if r == first_recipe else f"{n} ({r})" for n, r in columns]
-    lines = [
-        "| task | training examples | steps | " + " | ".join(heads) + " |",
-        "|---|---|---|" + "---|" * len(columns),
+    head = [
+        "task",
+        "training examples",
+        "steps",
+        *(n if r == first_recipe else f"{n} ({r})" for n, r in columns),
     ]
-    for row in sorted(cells, key=lambda r: (list(result["setup"]["sizes"]).index(r[0]), r[1])):
-        got = cells[row]
-        lines.append(
-            f"| {row[0]} | {row[1]:,} | {steps[row]:,} | "
-            + " | ".join(got.get(c, "") for c in columns)
-            + " |"
-        )
-    return "\n".join(lines)
+    order = list(result["setup"]["sizes"])
+    rows = [
+        [
+            task,
+            f"{examples:,}",
+            f"{steps[task, examples]:,}",
+            *(cells[task, examples].get(c, "") for c in columns),
+        ]
+        for task, examples in sorted(cells, key=lambda r: (order.index(r[0]), r[1]))
+    ]
+    return tables.markdown_table(head, rows)
 
 
 def plot(result: dict[str, Any], path: Path) -> Path:
