@@ -3,12 +3,13 @@ for a randomly initialised encoder and pre-trained ones, so that an experiment c
 each long enough to measure what it can become rather than where it starts.
 
 Each encoder is fine-tuned on each task with growing training sets (the first N examples of a fixed
-shuffle, `all` the whole training set) for --epochs, with several seeds, under each --recipes:
+shuffle, `all` the whole training set) for --epochs, or as many as a size names (`allx6`: the whole set for
+6 epochs, the way on once the training set runs out), with several seeds, under each --recipes:
 
     python -m experiments.finetune_convergence --work runs/conv \\
         --encoder random=runs/eq/arms/random/seed-1/point-000 \\
         --encoder mlm=runs/eq/arms/mlm/seed-1/point-100/mlm \\
-        --sizes sst2=3000,10000,20000,all --sizes conll2003=3000,7000,all
+        --sizes sst2=3000,10000,20000,all --sizes conll2003=3000,7000,all,allx6
 
 Results are cached in --work; experiments/results/<--name>.json holds every score with its steps and time,
 and where each encoder's curve stops rising (the smallest budget within --tolerance points of its best);
@@ -33,29 +34,46 @@ from experiments.lib.store import RESULTS, Cache, save_figure
 BATCH = 32  # electra finetune's default batch, which every evaluation uses
 
 
-def parse_sizes(items: list[str]) -> dict[str, list[int | None]]:
-    """["sst2=3000,all", ...] -> {"sst2": [3000, None]}; ValueError naming a bad item."""
-    out: dict[str, list[int | None]] = {}
+Budget = tuple[int | None, int]  # (training examples, None: all; epochs)
+
+
+def parse_sizes(items: list[str], epochs: int) -> dict[str, list[Budget]]:
+    """["sst2=3000,all", "conll2003=allx6"] -> {"sst2": [(3000, epochs), (None, epochs)], "conll2003":
+    [(None, 6)]}; ValueError naming a bad item."""
+    out: dict[str, list[Budget]] = {}
     for item in items:
         task, eq, values = item.partition("=")
         if not eq or not values:
-            raise ValueError(f"--sizes {item!r}: expected TASK=N,N,...,all")
-        try:
-            out[task] = [None if v == "all" else int(v) for v in values.split(",")]
-        except ValueError:
-            raise ValueError(f"--sizes {item!r}: sizes are whole numbers or all") from None
+            raise ValueError(f"--sizes {item!r}: expected TASK=N,N,...,all (NxE or allxE for E epochs)")
+        budgets = []
+        for value in values.split(","):
+            size, x, times = value.partition("x")
+            try:
+                budget = (None if size == "all" else int(size), int(times) if x else epochs)
+            except ValueError:
+                raise ValueError(
+                    f"--sizes {item!r}: a size is a whole number or all, optionally xE for E epochs"
+                ) from None
+            if (budget[0] is not None and budget[0] < 1) or budget[1] < 1:
+                raise ValueError(f"--sizes {item!r}: sizes and epochs are at least 1")
+            budgets.append(budget)
+        out[task] = budgets
     return out
 
 
-def key(encoder: str, task: str, size: int | None, epochs: int, recipe: str) -> str:
-    return f"{encoder}/{task}/{'all' if size is None else size}x{epochs}/{recipe}"
+def size_name(budget: Budget) -> str:
+    size, epochs = budget
+    return f"{'all' if size is None else size}x{epochs}"
+
+
+def key(encoder: str, task: str, budget: Budget, recipe: str) -> str:
+    return f"{encoder}/{task}/{size_name(budget)}/{recipe}"
 
 
 def curves(
     cache: Cache,
     encoders: dict[str, Path],
-    sizes: dict[str, list[int | None]],
-    epochs: int,
+    sizes: dict[str, list[Budget]],
     recipes: list[str],
     seeds: tuple[int, ...],
     tolerance: float,
@@ -65,8 +83,8 @@ def curves(
         for task, task_sizes in sizes.items():
             for recipe in recipes:
                 points = []
-                for size in task_sizes:
-                    rows = [cache.get(f"{key(name, task, size, epochs, recipe)}/{task}/{s}") for s in seeds]
+                for budget in task_sizes:
+                    rows = [cache.get(f"{key(name, task, budget, recipe)}/{task}/{s}") for s in seeds]
                     rows = [r for r in rows if r is not None]
                     if not rows:
                         continue
@@ -81,6 +99,7 @@ def curves(
                         }
                     )
                 if points:
+                    points.sort(key=lambda p: p["steps"])
                     best = max(p["median"] for p in points)
                     enough = next(p for p in points if p["median"] >= best - tolerance)
                     out.setdefault(name, {}).setdefault(task, {})[recipe] = {
@@ -97,21 +116,22 @@ def markdown_table(result: dict[str, Any]) -> str:
     (a recipe other than the first is named beside the encoder)."""
     first_recipe = result["setup"]["recipes"][0]
     columns: list[tuple[str, str]] = []
-    cells: dict[tuple[str, int], dict[tuple[str, str], str]] = {}
-    steps: dict[tuple[str, int], int] = {}
+    cells: dict[tuple[str, int, int], dict[tuple[str, str], str]] = {}
+    steps: dict[tuple[str, int, int], int] = {}
     for name, per_task in result["curves"].items():
         for task, per_recipe in per_task.items():
             for recipe, curve in per_recipe.items():
                 if (name, recipe) not in columns:
                     columns.append((name, recipe))
                 for p in curve["points"]:
-                    row = (task, p["train_examples"])
+                    row = (task, p["train_examples"], p["epochs"])
                     steps[row] = p["steps"]
                     spread_ = f"{p['median']:.1f} ({p['min']:.1f}-{p['max']:.1f})"
                     cells.setdefault(row, {})[(name, recipe)] = spread_
     head = [
         "task",
         "training examples",
+        "epochs",
         "steps",
         *(n if r == first_recipe else f"{n} ({r})" for n, r in columns),
     ]
@@ -120,10 +140,11 @@ def markdown_table(result: dict[str, Any]) -> str:
         [
             task,
             f"{examples:,}",
-            f"{steps[task, examples]:,}",
-            *(cells[task, examples].get(c, "") for c in columns),
+            str(epochs),
+            f"{steps[task, examples, epochs]:,}",
+            *(cells[task, examples, epochs].get(c, "") for c in columns),
         ]
-        for task, examples in sorted(cells, key=lambda r: (order.index(r[0]), r[1]))
+        for task, examples, epochs in sorted(cells, key=lambda r: (order.index(r[0]), steps[r]))
     ]
     return tables.markdown_table(head, rows)
 
@@ -158,7 +179,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, required=True, help="where the evaluations are cached")
     ap.add_argument("--encoder", action="append", default=[], help="NAME=DIR (an HF encoder directory)")
-    ap.add_argument("--sizes", action="append", default=[], help="TASK=N,N,...,all (training examples)")
+    ap.add_argument(
+        "--sizes",
+        action="append",
+        default=[],
+        help="TASK=N,N,...,all (training examples; NxE or allxE: E epochs)",
+    )
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--recipes", default="official", help="fine-tuning recipes, comma-separated")
     ap.add_argument("--seeds", type=int_list, default=[1, 2])
@@ -167,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--name", default="finetune_convergence")
     a = ap.parse_args(argv)
     try:
-        sizes = parse_sizes(a.sizes)
+        sizes = parse_sizes(a.sizes, a.epochs)
         encoders = {}
         for item in a.encoder:
             name, eq, path = item.partition("=")
@@ -192,16 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, model in encoders.items():
         for task, task_sizes in sizes.items():
             for recipe in recipes:
-                for size in task_sizes:
-                    budget = FinetuneBudget(size, a.epochs, recipe)
-                    k = key(name, task, size, a.epochs, recipe)
+                for budget in task_sizes:
+                    k = key(name, task, budget, recipe)
                     finetune_each(
                         cache,
                         lambda t, s, k=k: f"{k}/{t}/{s}",
                         model,
                         (task,),
                         seeds,
-                        {task: budget},
+                        {task: FinetuneBudget(*budget, recipe)},
                         {"encoder": name, "recipe": recipe},
                         f"{k}:",
                     )
@@ -209,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         **result_header(a.name),
         "setup": {
             "encoders": {n: p.name for n, p in encoders.items()},
-            "sizes": {t: ["all" if s is None else s for s in v] for t, v in sizes.items()},
+            "sizes": {t: [size_name(b) for b in v] for t, v in sizes.items()},
             "epochs": a.epochs,
             "recipes": recipes,
             "seeds": seeds,
@@ -217,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             "batch_size": BATCH,
         },
         "wall_seconds_this_invocation": time.perf_counter() - started,
-        "curves": curves(cache, encoders, sizes, a.epochs, recipes, seeds, a.tolerance),
+        "curves": curves(cache, encoders, sizes, recipes, seeds, a.tolerance),
     }
     path = write_result(result, RESULTS / f"{a.name}.json", a.name)
     plot(result, path.with_suffix(".png"))

@@ -16,21 +16,32 @@ from experiments.lib.store import Cache
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_sizes_parse_per_task_with_all_for_the_whole_training_set() -> None:
-    got = fc.parse_sizes(["sst2=3000,all", "conll2003=7000"])
-    assert got == {"sst2": [3000, None], "conll2003": [7000]}
+def test_sizes_parse_per_task_with_all_for_the_whole_training_set_and_x_for_epochs() -> None:
+    got = fc.parse_sizes(["sst2=3000,all", "conll2003=7000,allx6,500x2"], epochs=3)
+    assert got == {"sst2": [(3000, 3), (None, 3)], "conll2003": [(7000, 3), (None, 6), (500, 2)]}
+    assert [fc.size_name(b) for b in got["conll2003"]] == ["7000x3", "allx6", "500x2"]
 
 
-@pytest.mark.parametrize("item", ["sst2", "sst2=", "sst2=3000,lots", "sst2=3k"])
+@pytest.mark.parametrize(
+    "item", ["sst2", "sst2=", "sst2=3000,lots", "sst2=3k", "sst2=allx", "sst2=0", "sst2=allx0", "sst2=x3"]
+)
 def test_a_bad_size_is_refused_naming_the_item(item: str) -> None:
     with pytest.raises(ValueError, match=f"--sizes '{item}'"):
-        fc.parse_sizes([item])
+        fc.parse_sizes([item], epochs=3)
 
 
-def put(cache: Cache, encoder: str, task: str, size: int | None, examples: int, scores: list[float]) -> None:
+def put(
+    cache: Cache,
+    encoder: str,
+    task: str,
+    size: int | None,
+    examples: int,
+    scores: list[float],
+    epochs: int = 3,
+) -> None:
     for seed, score in enumerate(scores, start=1):
-        key = f"{fc.key(encoder, task, size, 3, 'official')}/{task}/{seed}"
-        cache.put(key, {"score": score, "train_examples": examples, "epochs": 3, "seconds": 10.0 * seed})
+        key = f"{fc.key(encoder, task, (size, epochs), 'official')}/{task}/{seed}"
+        cache.put(key, {"score": score, "train_examples": examples, "epochs": epochs, "seconds": 10.0 * seed})
 
 
 def test_a_curve_stops_rising_at_the_smallest_budget_within_the_tolerance_of_its_best(tmp_path: Path) -> None:
@@ -38,18 +49,22 @@ def test_a_curve_stops_rising_at_the_smallest_budget_within_the_tolerance_of_its
     put(cache, "random", "sst2", 3000, 3000, [70.0, 72.0])
     put(cache, "random", "sst2", 10000, 10000, [78.0, 79.0])
     put(cache, "random", "sst2", None, 67349, [79.2, 79.0])
-    curves = fc.curves(
-        cache, {"random": Path("r")}, {"sst2": [3000, 10000, None]}, 3, ["official"], (1, 2), tolerance=0.7
-    )
+    put(cache, "random", "sst2", 1000, 1000, [60.0, 61.0], epochs=30)
+    # Given out of order: the curve runs by steps, whatever the sizes and epochs.
+    sizes = {"sst2": [(None, 3), (10000, 3), (3000, 3), (1000, 30)]}
+    curves = fc.curves(cache, {"random": Path("r")}, sizes, ["official"], (1, 2), tolerance=0.7)
     curve = curves["random"]["sst2"]["official"]
-    assert [p["median"] for p in curve["points"]] == [71.0, 78.5, 79.1]
-    # ceil(examples / batch 32) x 3 epochs: a partial last batch is a step
-    assert [p["steps"] for p in curve["points"]] == [282, 939, 6315]
+    assert [p["median"] for p in curve["points"]] == [71.0, 78.5, 60.5, 79.1]
+    # ceil(examples / batch 32) x epochs: a partial last batch is a step
+    assert [(p["train_examples"], p["epochs"], p["steps"]) for p in curve["points"]] == [
+        (3000, 3, 282),
+        (10000, 3, 939),
+        (1000, 30, 960),
+        (67349, 3, 6315),
+    ]
     assert curve["best_median"] == 79.1
     assert curve["train_examples_within_tolerance"] == 10000 and curve["steps_within_tolerance"] == 939
-    tighter = fc.curves(
-        cache, {"random": Path("r")}, {"sst2": [3000, 10000, None]}, 3, ["official"], (1, 2), tolerance=0.5
-    )
+    tighter = fc.curves(cache, {"random": Path("r")}, sizes, ["official"], (1, 2), tolerance=0.5)
     assert tighter["random"]["sst2"]["official"]["train_examples_within_tolerance"] == 67349
 
 
@@ -59,8 +74,7 @@ def test_a_size_not_yet_evaluated_is_left_out_and_an_encoder_without_any_is_abse
     curves = fc.curves(
         cache,
         {"random": Path("r"), "mlm": Path("m")},
-        {"sst2": [3000, 10000]},
-        3,
+        {"sst2": [(3000, 3), (10000, 3)]},
         ["official"],
         (1, 2),
         tolerance=0.5,
@@ -70,20 +84,26 @@ def test_a_size_not_yet_evaluated_is_left_out_and_an_encoder_without_any_is_abse
 
 
 def test_markdown_table_puts_each_encoder_in_a_column_and_names_a_second_recipe(tmp_path: Path) -> None:
-    def point(examples: int, lo: float, hi: float) -> dict:
+    def point(examples: int, lo: float, hi: float, epochs: int = 3) -> dict:
         return {
             "train_examples": examples,
-            "steps": examples // 10,
+            "epochs": epochs,
+            "steps": examples // 10 * epochs,
             "median": (lo + hi) / 2,
             "min": lo,
             "max": hi,
         }
 
     result = {
-        "setup": {"recipes": ["official", "hf"], "sizes": {"sst2": [1000, None], "conll2003": [None]}},
+        "setup": {
+            "recipes": ["official", "hf"],
+            "sizes": {"sst2": ["1000x3", "allx3"], "conll2003": ["allx3", "allx6"]},
+        },
         "curves": {
             "random": {
-                "conll2003": {"official": {"points": [point(14041, 54.0, 54.2)]}},
+                "conll2003": {
+                    "official": {"points": [point(14041, 54.0, 54.2), point(14041, 55.0, 55.5, 6)]}
+                },
                 "sst2": {
                     "official": {"points": [point(1000, 70.0, 71.0), point(67349, 79.0, 79.2)]},
                     "hf": {"points": [point(67349, 80.0, 80.0)]},
@@ -93,11 +113,12 @@ def test_markdown_table_puts_each_encoder_in_a_column_and_names_a_second_recipe(
         },
     }
     assert fc.markdown_table(result).splitlines() == [
-        "| task | training examples | steps | random | random (hf) | mlm |",
-        "|---|---|---|---|---|---|",
-        "| sst2 | 1,000 | 100 | 70.5 (70.0-71.0) |  | 68.5 (68.0-69.0) |",
-        "| sst2 | 67,349 | 6,734 | 79.1 (79.0-79.2) | 80.0 (80.0-80.0) |  |",
-        "| conll2003 | 14,041 | 1,404 | 54.1 (54.0-54.2) |  |  |",
+        "| task | training examples | epochs | steps | random | random (hf) | mlm |",
+        "|---|---|---|---|---|---|---|",
+        "| sst2 | 1,000 | 3 | 300 | 70.5 (70.0-71.0) |  | 68.5 (68.0-69.0) |",
+        "| sst2 | 67,349 | 3 | 20,202 | 79.1 (79.0-79.2) | 80.0 (80.0-80.0) |  |",
+        "| conll2003 | 14,041 | 3 | 4,212 | 54.1 (54.0-54.2) |  |  |",
+        "| conll2003 | 14,041 | 6 | 8,424 | 55.2 (55.0-55.5) |  |  |",
     ]
 
 
