@@ -9,18 +9,21 @@ masked-LM arm gets proportionally more steps, as the paper gives BERT-Small 1.5M
 `gdes-all` (the first experiment's GDES: E_G slowed with the generator), `none` (no sharing), `mlm` (the
 BERT-style baseline) and `random` (no pre-training, the floor; one encoder per pre-training seed).
 
-Each pre-trained run is stopped at budget points (fractions of its schedule), and every point of every seed
+Each pre-trained run is stopped at budget points (fractions of its schedule), and each point of each seed
 is fine-tuned on a fixed suite (SST-2 and CoNLL-2003 by default) with several fine-tuning seeds, each task at
-its own budget (--train-examples, --epochs); spreads are over pre-training x fine-tuning seeds. The ELECTRA
-arms also detect replacements in held-out English (experiments.lib.heldout). Every stage is cached in --work,
-so an interrupted run continues where it stopped; --stage pretrain trains without evaluating (the
-fine-tuning budget can be chosen later), and --arms / --pretrain-seeds split the work between invocations.
+its own budget (--train-examples, --epochs); spreads are over pre-training x fine-tuning seeds, and the table
+names the pre-training seeds each row pools. The ELECTRA arms also detect replacements in held-out English
+(experiments.lib.heldout). Every stage is cached in --work, so an interrupted run continues where it
+stopped; --stage pretrain trains without evaluating (the fine-tuning budget can be chosen later), --arms /
+--pretrain-seeds / --tasks split the work between invocations, and --evaluate-points fine-tunes some points
+only (a second pre-training seed's top point, say).
 
     python -m experiments.equal_compute --work runs/eq2 --vocab cased-8192 --flops 3.6e14 \\
         --lr 1e-3 --arms random,mlm,gdes --pretrain-seeds 1,2 --train-examples sst2=20000,conll2003=all
 
 Writes experiments/results/<--name>.json (per arm, point and seed: steps, tokens, FLOPs, time, load,
-validation, detection, every fine-tuning score) and <--name>.png.
+validation and its history, detection, every fine-tuning score), <--name>.png (suite average against FLOPs)
+and <--name>_pretraining.png (each run's validation against FLOPs).
 """
 
 from __future__ import annotations
@@ -199,18 +202,22 @@ def validation_history(run: Path, curve: np.ndarray) -> list[dict[str, Any]]:
 
 def point_row(setup: Setup, point: float, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """One budget point over its pre-training seeds: each task's scores pooled over pre-training x fine-tuning
-    seeds, and the medians of what the table shows per seed."""
+    seeds (the pre-training seeds evaluated on it: an invocation may evaluate some seeds at the top point
+    only), and the medians of what the table shows per seed."""
     first = runs[0]
     row: dict[str, Any] = {"point": point, "step": first["step"], "tokens": first["tokens"], "runs": runs}
-    row["tasks"] = {
-        task: spread([s for r in runs for s in r["tasks"][task]["per_seed"]])
-        for task in setup.tasks
-        if all(task in r["tasks"] for r in runs)
-    }
+    row["tasks"] = {}
+    for task in setup.tasks:
+        evaluated = [r for r in runs if task in r["tasks"]]
+        if evaluated:
+            pooled = spread([s for r in evaluated for s in r["tasks"][task]["per_seed"]])
+            row["tasks"][task] = {**pooled, "pretrain_seeds": [r["seed"] for r in evaluated]}
     if len(row["tasks"]) == len(setup.tasks):
         row["suite_average"] = statistics.mean(t["median"] for t in row["tasks"].values())
         row["suite_average_per_pretrain_seed"] = [
-            statistics.mean(r["tasks"][t]["median"] for t in setup.tasks) for r in runs
+            statistics.mean(r["tasks"][t]["median"] for t in setup.tasks)
+            for r in runs
+            if all(t in r["tasks"] for t in setup.tasks)
         ]
     if "flops" in first:
         row["flops"] = statistics.mean(r["flops"] for r in runs)
@@ -295,9 +302,12 @@ def cell(t: dict[str, Any] | None) -> str:
 def markdown_table(result: dict[str, Any]) -> str:
     """The write-up's table: one row per arm and budget point, each task's median over seeds and its range."""
     tasks = result["setup"]["tasks"]
+    # Results of the first version of the script predate pre-training seeds (one run per arm).
+    with_seeds = any("pretrain_seeds" in r for rows in result["arms"].values() for r in rows)
     head = [
         "arm",
         "budget",
+        *(["pre-training seeds"] if with_seeds else []),
         "steps",
         "FLOPs",
         *tasks,
@@ -309,7 +319,11 @@ def markdown_table(result: dict[str, Any]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm, rows in result["arms"].items():
         for r in rows:
-            cells = [arm, f"{r['point']:.0%}" if arm != "random" else "-", str(r["step"])]
+            cells = [arm, f"{r['point']:.0%}" if arm != "random" else "-"]
+            if with_seeds:
+                pooled = sorted({s for t in r["tasks"].values() for s in t.get("pretrain_seeds", [])})
+                cells.append(", ".join(map(str, pooled)))
+            cells.append(str(r["step"]))
             cells.append(f"{r['flops']:.2e}" if "flops" in r else "0")
             cells += [cell(r["tasks"].get(task)) for task in tasks]
             cells.append(f"{r['suite_average']:.1f}" if "suite_average" in r else "")
@@ -490,7 +504,15 @@ def budgets(text: str, tasks: tuple[str, ...], epochs: int | None, recipe: str) 
     return {t: FinetuneBudget(given.get(t, default), epochs, recipe) for t in tasks}
 
 
-def parse_args(argv: list[str] | None) -> tuple[Setup, list[str], str, str]:
+def fractions(flag: str, text: str) -> tuple[float, ...]:
+    """`0.25,0.5,1` -> budget fractions; ValueError naming the flag."""
+    try:
+        return tuple(float(p) for p in text.split(","))
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: expected fractions of the budget, e.g. 0.25,0.5,1") from None
+
+
+def parse_args(argv: list[str] | None) -> tuple[Setup, list[str], str, str, tuple[float, ...]]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, required=True, help="where data, runs and evaluations are kept")
     ap.add_argument("--arms", default=",".join(ARMS))
@@ -506,6 +528,11 @@ def parse_args(argv: list[str] | None) -> tuple[Setup, list[str], str, str]:
     ap.add_argument("--generator-size", type=float, default=None, help="default: the size's")
     ap.add_argument("--generator-lr-scale", type=float, default=1.0, help="the electra arms' (default: 1)")
     ap.add_argument("--points", default="0.25,0.5,1", help="budget fractions evaluated")
+    ap.add_argument(
+        "--evaluate-points",
+        default=None,
+        help="the points this invocation fine-tunes (default: all), e.g. 1 for a second seed's top point",
+    )
     ap.add_argument("--pretrain-seeds", type=int_list, default=[1, 2])
     ap.add_argument("--tasks", default="sst2,conll2003")
     ap.add_argument("--seeds", type=int_list, default=[1, 2, 3], help="fine-tuning seeds")
@@ -523,8 +550,12 @@ def parse_args(argv: list[str] | None) -> tuple[Setup, list[str], str, str]:
     try:
         check_name(a.vocab)
         per_task = budgets(a.train_examples, tasks, a.epochs, a.recipe)
+        points = fractions("--points", a.points)
+        evaluated = points if a.evaluate_points is None else fractions("--evaluate-points", a.evaluate_points)
     except ValueError as e:
         ap.error(str(e))
+    if absent := sorted(set(evaluated) - set(points)):
+        ap.error(f"--evaluate-points {', '.join(map(str, absent))}: not among --points {a.points}")
     if a.threads:
         import torch
 
@@ -541,18 +572,18 @@ def parse_args(argv: list[str] | None) -> tuple[Setup, list[str], str, str]:
             generator_size=a.generator_size,
             generator_lr_scale=a.generator_lr_scale,
         ),
-        points=tuple(float(p) for p in a.points.split(",")),
+        points=points,
         pretrain_seeds=tuple(a.pretrain_seeds),
         tasks=tasks,
         finetune_seeds=tuple(a.seeds),
         budgets=per_task,
         swaps=a.swaps,
     )
-    return setup, arms, a.stage, a.name
+    return setup, arms, a.stage, a.name, evaluated
 
 
 def main(argv: list[str] | None = None) -> int:
-    setup, arms, stage, name = parse_args(argv)
+    setup, arms, stage, name, evaluated = parse_args(argv)
     if absent := missing(WIKI, GLUE, CONLL, WIKITEXT, heldout.CONLL_TRAIN):
         print(f"skipped: {', '.join(map(str, absent))} absent", file=sys.stderr)
         return 0
@@ -574,7 +605,8 @@ def main(argv: list[str] | None = None) -> int:
                 points = [rec["point"] for rec in pretrain(setup, arm, seed)]
             if stage == "all":
                 for point in points:
-                    evaluate(setup, cache, arm, seed, point)
+                    if arm == "random" or point in evaluated:
+                        evaluate(setup, cache, arm, seed, point)
         write(setup, cache, name, started)
     path = write(setup, cache, name, started)
     print(f"wrote {path}")

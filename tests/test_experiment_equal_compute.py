@@ -133,16 +133,31 @@ def test_a_point_pools_every_pretraining_and_finetuning_seed(tmp_path: Path) -> 
         "min": 60.0,
         "max": 72.0,
         "per_seed": [70.0, 72.0, 60.0, 61.0],
+        "pretrain_seeds": [1, 2],
     }
     assert row["tasks"]["conll2003"]["median"] == 45.5
     assert row["suite_average"] == pytest.approx((65.5 + 45.5) / 2)
     assert row["flops"] == pytest.approx(1.5e13)
     assert row["validation"] == {"disc_auc": pytest.approx(0.85)}
     assert row["pretrain_seeds"] == [1, 2]
-    # A task one seed has not reached yet is left out rather than summarised from the other.
+    assert row["suite_average_per_pretrain_seed"] == [
+        pytest.approx((70 + 40) / 2),
+        pytest.approx((60 + 50) / 2),
+    ]
+    # A task one seed was not evaluated on (only the top point of a second seed, say) pools the seeds that
+    # were, and says which.
     partial = run(2, [60.0], [1.0], 0.9)
     del partial["tasks"]["conll2003"]
-    assert "conll2003" not in ec.point_row(setup, 0.25, [run(1, [70.0], [40.0], 0.8), partial])["tasks"]
+    got = ec.point_row(setup, 0.25, [run(1, [70.0], [40.0], 0.8), partial])
+    assert got["tasks"]["conll2003"] == {
+        "median": 40.0,
+        "min": 40.0,
+        "max": 40.0,
+        "per_seed": [40.0],
+        "pretrain_seeds": [1],
+    }
+    assert got["tasks"]["sst2"]["pretrain_seeds"] == [1, 2]
+    assert got["suite_average_per_pretrain_seed"] == [pytest.approx(55.0)]
 
 
 def test_beyond_the_spread_means_the_ranges_do_not_touch() -> None:
@@ -209,10 +224,20 @@ def test_markdown_table_rows() -> None:
         },
     }
     lines = ec.markdown_table(result).splitlines()
+    # Results of the script's first version name no pre-training seeds: no column for them.
     assert lines[0].startswith("| arm | budget | steps | FLOPs | sst2 | conll2003 | average |")
     assert lines[2] == "| random | - | 0 | 0 | 71.4 (70.8-72.0) | 47.2 (46.8-47.5) | 59.3 |  |  |  |"
     assert lines[3] == "| gdes | 25% | 600 | 2.28e+13 | 68.1 (67.2-68.9) |  |  | 0.89 | 0.844 | 0.904 |"
     assert lines[4] == "| gdes | 50% | 1200 | 4.55e+13 |  |  |  | 0.55 (collapsed at 400) |  |  |"
+    # Results that name them: the seeds each row pools, those of any task.
+    result["arms"]["gdes"][0]["pretrain_seeds"] = [1, 2]
+    result["arms"]["gdes"][0]["tasks"]["sst2"]["pretrain_seeds"] = [2, 1]
+    result["arms"]["gdes"][1]["pretrain_seeds"] = [1, 2]
+    lines = ec.markdown_table(result).splitlines()
+    assert lines[0].startswith("| arm | budget | pre-training seeds | steps | FLOPs | sst2 |")
+    assert lines[2].startswith("| random | - |  | 0 | 0 | 71.4 (70.8-72.0) |")
+    assert lines[3].startswith("| gdes | 25% | 1, 2 | 600 | 2.28e+13 | 68.1 (67.2-68.9) |")
+    assert lines[4].startswith("| gdes | 50% |  | 1200 |")
 
 
 def test_a_collapse_is_found_in_the_training_log_before_the_point(tmp_path: Path) -> None:
@@ -324,3 +349,14 @@ def test_the_write_up_tables_are_the_results_files() -> None:
     pilot = results / "recipe_pilot.json"
     if pilot.is_file():
         assert rp.markdown_table(json.loads(pilot.read_text())) in readme
+
+
+def test_evaluate_points_default_to_every_point_and_must_be_among_them(capsys: pytest.CaptureFixture) -> None:
+    base = ["--work", "w", "--flops", "1e14", "--vocab", "uncased-8192"]
+    assert ec.parse_args(base)[4] == (0.25, 0.5, 1.0)
+    assert ec.parse_args([*base, "--evaluate-points", "1"])[4] == (1.0,)
+    for bad in ("0.75", "top"):
+        with pytest.raises(SystemExit) as exit_:
+            ec.parse_args([*base, "--evaluate-points", bad])
+        assert exit_.value.code == 2
+        assert f"--evaluate-points {bad}" in capsys.readouterr().err.replace("'", "")
