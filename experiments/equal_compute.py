@@ -420,7 +420,8 @@ def plot(result: dict[str, Any], path: Path) -> Path:
     ax.set_ylabel(f"suite average ({', '.join(result['setup']['tasks'])})")
     ax.set_title(f"equal compute, {result['setup']['size']} encoder, {result['machine']['cores']} CPU cores")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # none until some point has every task evaluated
+        ax.legend(fontsize=8)
     fig.tight_layout()
     return save_figure(fig, path)
 
