@@ -154,10 +154,12 @@ def plot(result: dict[str, Any], path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
-    tasks = sorted({t for enc in result["curves"].values() for t in enc})
-    fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 4), squeeze=False)
+    tasks = [t for t in result["setup"]["sizes"] if any(t in enc for enc in result["curves"].values())]
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4.2), squeeze=False)
     for ax, task in zip(axes[0], tasks, strict=True):
+        ticks: dict[int, str] = {}
         for name, per_task in result["curves"].items():
             for recipe, curve in per_task.get(task, {}).items():
                 pts = curve["points"]
@@ -166,8 +168,13 @@ def plot(result: dict[str, Any], path: Path) -> Path:
                 err = [[p["median"] - p["min"] for p in pts], [p["max"] - p["median"] for p in pts]]
                 style = "-" if recipe == "official" else "--"
                 ax.errorbar(x, y, yerr=err, fmt="o" + style, capsize=3, label=f"{name} ({recipe})")
+                for p in pts:
+                    ticks[p["steps"]] = f"{p['train_examples']:,}\nx{p['epochs']}"
+        # Each budget at its steps, named by its training examples and epochs.
         ax.set_xscale("log")
-        ax.set_xlabel("fine-tuning steps (batch 32)")
+        ax.set_xticks(list(ticks), list(ticks.values()), fontsize=7)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("fine-tuning budget: training examples x epochs (log of steps at batch 32)")
         ax.set_ylabel(f"{task} dev score")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
