@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.benchlib import int_list, result_header, write_result
+from bench.benchlib import int_list, portable_path, result_header, write_result
 from experiments.lib import tables
 from experiments.lib.evaluation import FinetuneBudget, finetune_each, spread
 from experiments.lib.shared_data import CONLL, GLUE, missing
@@ -182,6 +182,27 @@ def plot(result: dict[str, Any], path: Path) -> Path:
     return save_figure(fig, path)
 
 
+def describe(
+    encoders: dict[str, Path],
+    sizes: dict[str, list[Budget]],
+    epochs: int,
+    recipes: list[str],
+    seeds: tuple[int, ...],
+    tolerance: float,
+) -> dict[str, Any]:
+    """The results file's setup: each encoder by the path it was read from (repository-relative: which
+    run and point, not just a directory's last name)."""
+    return {
+        "encoders": {n: portable_path(p) for n, p in encoders.items()},
+        "sizes": {t: [size_name(b) for b in v] for t, v in sizes.items()},
+        "epochs": epochs,
+        "recipes": recipes,
+        "seeds": seeds,
+        "tolerance": tolerance,
+        "batch_size": BATCH,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, required=True, help="where the evaluations are cached")
@@ -239,15 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
     result = {
         **result_header(a.name),
-        "setup": {
-            "encoders": {n: p.name for n, p in encoders.items()},
-            "sizes": {t: [size_name(b) for b in v] for t, v in sizes.items()},
-            "epochs": a.epochs,
-            "recipes": recipes,
-            "seeds": seeds,
-            "tolerance": a.tolerance,
-            "batch_size": BATCH,
-        },
+        "setup": describe(encoders, sizes, a.epochs, recipes, seeds, a.tolerance),
         "wall_seconds_this_invocation": time.perf_counter() - started,
         "curves": curves(cache, encoders, sizes, recipes, seeds, a.tolerance),
     }

@@ -122,6 +122,13 @@ def test_markdown_table_puts_each_encoder_in_a_column_and_names_a_second_recipe(
     ]
 
 
+def test_the_setup_names_each_encoder_by_its_run_not_its_last_directory() -> None:
+    encoders = {"mlm": ROOT / "runs" / "eq2" / "arms" / "mlm" / "seed-1" / "point-100" / "mlm"}
+    got = fc.describe(encoders, {"sst2": [(None, 3)]}, 3, ["official"], (1, 2), 0.5)
+    assert got["encoders"] == {"mlm": "runs/eq2/arms/mlm/seed-1/point-100/mlm"}
+    assert got["sizes"] == {"sst2": ["allx3"]} and got["batch_size"] == 32
+
+
 @pytest.mark.parametrize(
     "argv",
     [
