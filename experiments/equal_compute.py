@@ -236,29 +236,65 @@ def point_row(setup: Setup, point: float, runs: list[dict[str, Any]]) -> dict[st
     return row
 
 
+def gaps(row: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
+    """Each task's median gap from `ref` to `row`, and whether their ranges (over every pre-training x
+    fine-tuning seed) do not overlap: "beyond the combined seed spread"; and the suite averages' gap."""
+    out: dict[str, Any] = {}
+    for task, t in row["tasks"].items():
+        r = ref["tasks"].get(task)
+        if r:
+            out[task] = {
+                "gap": t["median"] - r["median"],
+                "beyond_spread": t["min"] > r["max"] or t["max"] < r["min"],
+            }
+    if "suite_average" in row and "suite_average" in ref:
+        out["suite_average"] = {"gap": row["suite_average"] - ref["suite_average"]}
+    return out
+
+
 def against_random(arms: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Per pre-trained arm and point: each task's median gap to the random floor, and whether the two ranges
-    (over every pre-training x fine-tuning seed) do not overlap: "beyond the combined seed spread"."""
+    """Per pre-trained arm and point: gaps to the random floor."""
     floor = (arms.get("random") or [None])[0]
     if floor is None:
         return {}
     out: dict[str, Any] = {}
     for arm, rows in arms.items():
-        if arm == "random":
-            continue
-        for row in rows:
-            cmp = {}
-            for task, t in row["tasks"].items():
-                f = floor["tasks"].get(task)
-                if f:
-                    cmp[task] = {
-                        "gap": t["median"] - f["median"],
-                        "beyond_spread": t["min"] > f["max"] or t["max"] < f["min"],
-                    }
-            if "suite_average" in row and "suite_average" in floor:
-                cmp["suite_average"] = {"gap": row["suite_average"] - floor["suite_average"]}
-            out.setdefault(arm, {})[f"{row['point']:g}"] = cmp
+        if arm != "random":
+            out[arm] = {f"{row['point']:g}": gaps(row, floor) for row in rows}
     return out
+
+
+def against_masked_lm(arms: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per ELECTRA arm: gaps to the masked LM at each budget point both reached (equal FLOPs), and where the
+    ELECTRA arm's line of suite averages would meet the masked LM's (`catch_up`): the paper's claim is that
+    replaced-token detection is ahead at equal compute, so this says at which budget, if any, these lines
+    would agree with it."""
+    mlm = {row["point"]: row for row in arms.get("mlm", [])}
+    out: dict[str, Any] = {}
+    for arm, rows in arms.items():
+        if arm not in ELECTRA_ARMS:
+            continue
+        shared = [row for row in rows if row["point"] in mlm]
+        if not shared:
+            continue
+        out[arm] = {"points": {f"{row['point']:g}": gaps(row, mlm[row["point"]]) for row in shared}}
+        lines = [
+            [(r["flops"], r["suite_average"]) for r in rs if "suite_average" in r]
+            for rs in (shared, [mlm[row["point"]] for row in shared])
+        ]
+        if len(lines[0]) >= 2 and len(lines[0]) == len(lines[1]):
+            out[arm]["catch_up"] = catch_up(lines[0], lines[1])
+    return out
+
+
+def fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least squares through (log10 FLOPs, score): slope per decade and intercept; flat through one point."""
+    x = np.log10([f for f, _ in points])
+    y = np.asarray([a for _, a in points])
+    if len(points) < 2:
+        return 0.0, float(y[0])
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(slope), float(intercept)
 
 
 def floor_crossing(points: list[tuple[float, float]], floor: float) -> dict[str, Any]:
@@ -268,18 +304,30 @@ def floor_crossing(points: list[tuple[float, float]], floor: float) -> dict[str,
     Least squares over the points; `flops` is None when the line does not rise (no crossing ahead), and the
     current point when the arm is already above the floor at its last point.
     """
-    x = np.log10([f for f, _ in points])
-    y = np.asarray([a for _, a in points])
-    slope, intercept = np.polyfit(x, y, 1) if len(points) > 1 else (0.0, float(y[0]))
-    if y[-1] > floor:
-        return {"slope_per_decade": float(slope), "flops": float(points[-1][0]), "above_floor": True}
+    slope, intercept = fit_line(points)
+    if points[-1][1] > floor:
+        return {"slope_per_decade": slope, "flops": float(points[-1][0]), "above_floor": True}
     if slope <= 0:
-        return {"slope_per_decade": float(slope), "flops": None, "above_floor": False}
+        return {"slope_per_decade": slope, "flops": None, "above_floor": False}
     return {
-        "slope_per_decade": float(slope),
+        "slope_per_decade": slope,
         "flops": float(10 ** ((floor - intercept) / slope)),
         "above_floor": False,
     }
+
+
+def catch_up(trail: list[tuple[float, float]], lead: list[tuple[float, float]]) -> dict[str, Any]:
+    """Where the least-squares line of `trail` (log10 FLOPs, score) meets `lead`'s: the budget at which the
+    trailing arm would draw level if both went on as they did. `flops` is None when `trail` does not rise
+    faster (the gap only widens), and `trail`'s last point when it is already level or ahead there."""
+    s_trail, b_trail = fit_line(trail)
+    s_lead, b_lead = fit_line(lead)
+    out = {"slope_per_decade": s_trail, "lead_slope_per_decade": s_lead, "ahead": trail[-1][1] >= lead[-1][1]}
+    if out["ahead"]:
+        return {**out, "flops": float(trail[-1][0])}
+    if s_trail <= s_lead:
+        return {**out, "flops": None}
+    return {**out, "flops": float(10 ** ((b_lead - b_trail) / (s_trail - s_lead)))}
 
 
 def floor_crossings(arms: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -376,6 +424,29 @@ def pretraining_table(result: dict[str, Any]) -> str:
     return tables.markdown_table(head, rows)
 
 
+def gaps_table(result: dict[str, Any]) -> str:
+    """The write-up's gaps: per pre-trained arm and point, each task's and the suite average's median gap to
+    random init and, for the ELECTRA arms, to the masked LM at the same FLOPs; `*` where the two ranges over
+    every pre-training x fine-tuning seed do not overlap."""
+    tasks = [*result["setup"]["tasks"], "suite_average"]
+
+    def cells(gs: dict[str, Any] | None) -> list[str]:
+        gs = gs or {}
+        return [
+            f"{gs[t]['gap']:+.1f}" + ("*" if gs[t].get("beyond_spread") else "") if t in gs else ""
+            for t in tasks
+        ]
+
+    rows = []
+    for arm, by_point in result["against_random"].items():
+        electra = result["against_masked_lm"].get(arm, {}).get("points", {})
+        for point, vs_random in by_point.items():
+            rows.append([arm, f"{float(point):.0%}", *cells(vs_random), *cells(electra.get(point))])
+    names = [*result["setup"]["tasks"], "average"]
+    head = ["arm", "budget", *(f"{n} vs random" for n in names), *(f"{n} vs masked LM" for n in names)]
+    return tables.markdown_table(head, rows)
+
+
 STYLES = {"electra": "o-", "gdes": "s-", "gdes-all": "s--", "none": "D-", "mlm": "^-"}
 
 
@@ -445,6 +516,7 @@ def write(setup: Setup, cache: Cache, name: str, started: float) -> Path:
         "unigram_entropy": unigram_entropy(setup.data),
         "arms": arms,
         "against_random": against_random(arms),
+        "against_masked_lm": against_masked_lm(arms),
         "floor_crossing": floor_crossings(arms),
     }
     path = write_result(result, RESULTS / f"{name}.json", name)

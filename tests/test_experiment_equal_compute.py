@@ -331,6 +331,57 @@ def test_floor_crossings_per_arm() -> None:
     assert set(got) == {"gdes"} and got["gdes"]["floor"] == 59.0 and got["gdes"]["points"] == 2
 
 
+def test_catch_up_meets_the_leaders_line_in_log_flops() -> None:
+    # Trail rises 6 points a decade from 5 behind, the leader 3: level 5/3 decades after 1e13.
+    trail, lead = [(1e13, 50.0), (1e14, 56.0)], [(1e13, 55.0), (1e14, 58.0)]
+    got = ec.catch_up(trail, lead)
+    assert got["ahead"] is False
+    assert got["slope_per_decade"] == pytest.approx(6.0) and got["lead_slope_per_decade"] == pytest.approx(
+        3.0
+    )
+    assert got["flops"] == pytest.approx(10 ** (13 + 5 / 3))
+    # The leader rising as fast or faster: the gap never closes.
+    assert ec.catch_up([(1e13, 50.0), (1e14, 53.0)], lead)["flops"] is None
+    assert ec.catch_up([(1e13, 50.0), (1e14, 52.0)], lead)["flops"] is None
+    # Level or ahead at the last point: that point.
+    level = ec.catch_up([(1e13, 50.0), (1e14, 58.0)], lead)
+    assert level["ahead"] is True and level["flops"] == 1e14
+
+
+def test_electra_arms_are_compared_with_the_masked_lm_at_equal_flops() -> None:
+    def row(point: float, flops: float, lo: float, mid: float, hi: float) -> dict:
+        t = {"median": mid, "min": lo, "max": hi}
+        return {"point": point, "flops": flops, "tasks": {"sst2": t}, "suite_average": mid}
+
+    arms = {
+        "random": [row(0.0, 0.0, 50.0, 51.0, 52.0)],
+        "mlm": [row(0.5, 1e13, 54.0, 55.0, 56.0), row(1.0, 1e14, 57.0, 58.0, 59.0)],
+        "gdes-all": [row(0.5, 1e13, 49.0, 50.0, 51.0), row(1.0, 1e14, 55.5, 56.0, 57.5)],
+        "electra": [row(0.25, 5e12, 40.0, 41.0, 42.0)],  # no masked-LM point at its budget
+    }
+    got = ec.against_masked_lm(arms)
+    assert set(got) == {"gdes-all"}
+    points = got["gdes-all"]["points"]
+    assert points["0.5"]["sst2"] == {"gap": -5.0, "beyond_spread": True}
+    assert points["1"]["sst2"] == {"gap": -2.0, "beyond_spread": False}  # 57.5 > 57.0: the ranges overlap
+    assert points["1"]["suite_average"] == {"gap": -2.0}
+    assert got["gdes-all"]["catch_up"]["flops"] == pytest.approx(10 ** (13 + 5 / 3))
+    result = {
+        "setup": {"tasks": ["sst2"]},
+        "against_random": ec.against_random(arms),
+        "against_masked_lm": got,
+    }
+    assert ec.gaps_table(result).splitlines() == [
+        "| arm | budget | sst2 vs random | average vs random | sst2 vs masked LM | average vs masked LM |",
+        "|---|---|---|---|---|---|",
+        "| mlm | 50% | +4.0* | +4.0 |  |  |",
+        "| mlm | 100% | +7.0* | +7.0 |  |  |",
+        "| gdes-all | 50% | -1.0 | -1.0 | -5.0* | -5.0 |",
+        "| gdes-all | 100% | +5.0* | +5.0 | -2.0 | -2.0 |",
+        "| electra | 25% | -10.0* | -10.0 |  |  |",
+    ]
+
+
 def test_the_write_up_tables_are_the_results_files() -> None:
     # The write-up quotes the committed results, not numbers typed in by hand: a rerun that changes them
     # must change the write-up too.
@@ -346,6 +397,8 @@ def test_the_write_up_tables_are_the_results_files() -> None:
         result = json.loads(path.read_text())
         assert ec.markdown_table(result) in readme, path.name
         assert ec.pretraining_table(result) in readme, path.name
+        if "against_masked_lm" in result:
+            assert ec.gaps_table(result) in readme, path.name
     pilot = results / "recipe_pilot.json"
     if pilot.is_file():
         assert rp.markdown_table(json.loads(pilot.read_text())) in readme
