@@ -525,6 +525,11 @@ def write(setup: Setup, cache: Cache, name: str, started: float) -> Path:
     return path
 
 
+def histories(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """Each pre-training seed's validation history, from its furthest point (rows come sorted by point)."""
+    return {run["seed"]: run.get("validation_history", []) for row in rows for run in row["runs"]}
+
+
 def plot_pretraining(result: dict[str, Any], path: Path) -> Path:
     """Each pre-training run's validation against FLOPs: masked-LM loss beside the unigram entropy, and the
     ELECTRA arms' discriminator AUC."""
@@ -535,12 +540,7 @@ def plot_pretraining(result: dict[str, Any], path: Path) -> Path:
 
     fig, (loss_ax, auc_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
     for arm, rows in result["arms"].items():
-        longest = {}
-        for row in rows:
-            for run in row["runs"]:
-                if len(run.get("validation_history", [])) >= len(longest.get(run["seed"], [])):
-                    longest[run["seed"]] = run.get("validation_history", [])
-        for seed, hist in sorted(longest.items()):
+        for seed, hist in sorted(histories(rows).items()):
             label = f"{arm} seed {seed}"
             style = STYLES.get(arm, "o-")
             loss = [(h["flops"], h["mlm_loss"]) for h in hist if "mlm_loss" in h]

@@ -331,6 +331,23 @@ def test_floor_crossings_per_arm() -> None:
     assert set(got) == {"gdes"} and got["gdes"]["floor"] == 59.0 and got["gdes"]["points"] == 2
 
 
+def test_each_seed_is_plotted_with_the_history_of_its_furthest_point(tmp_path: Path) -> None:
+    def run(seed: int, steps: int) -> dict:
+        return {
+            "seed": seed,
+            "validation_history": [
+                {"step": s, "flops": s * 1e10, "mlm_loss": 7.0} for s in range(1, steps + 1)
+            ],
+        }
+
+    rows = [{"point": 0.5, "runs": [run(1, 5), run(2, 4)]}, {"point": 1.0, "runs": [run(1, 10)]}]
+    got = ec.histories(rows)
+    assert sorted(got) == [1, 2]
+    assert [h["step"] for h in got[1]] == list(range(1, 11)) and len(got[2]) == 4
+    result = {"arms": {"mlm": rows}, "unigram_entropy": 7.01}
+    assert ec.plot_pretraining(result, tmp_path / "p.png").stat().st_size > 0
+
+
 def test_catch_up_meets_the_leaders_line_in_log_flops() -> None:
     # Trail rises 6 points a decade from 5 behind, the leader 3: level 5/3 decades after 1e13.
     trail, lead = [(1e13, 50.0), (1e14, 56.0)], [(1e13, 55.0), (1e14, 58.0)]
