@@ -22,8 +22,10 @@ only (a second pre-training seed's top point, say).
         --lr 1e-3 --arms random,mlm,gdes --pretrain-seeds 1,2 --train-examples sst2=20000,conll2003=all
 
 Writes experiments/results/<--name>.json (per arm, point and seed: steps, tokens, FLOPs, time, load,
-validation and its history, detection, every fine-tuning score), <--name>.png (suite average against FLOPs)
-and <--name>_pretraining.png (each run's validation against FLOPs).
+validation and its history, detection, every fine-tuning score; per point the gaps to random init and, for
+the ELECTRA arms, to the masked LM at equal FLOPs; where each arm's line would cross the random floor and
+where an ELECTRA arm's would meet the masked LM's), <--name>.png (suite average against FLOPs) and
+<--name>_pretraining.png (each run's validation against FLOPs).
 """
 
 from __future__ import annotations
