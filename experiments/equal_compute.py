@@ -591,7 +591,12 @@ def parse_args(argv: list[str] | None) -> tuple[Setup, list[str], str, str, tupl
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, required=True, help="where data, runs and evaluations are kept")
     ap.add_argument("--arms", default=",".join(ARMS))
-    ap.add_argument("--stage", choices=("pretrain", "all"), default="all", help="pretrain: no evaluations")
+    ap.add_argument(
+        "--stage",
+        choices=("pretrain", "all"),
+        default="all",
+        help="pretrain: no evaluations, and the results file is left as it is",
+    )
     ap.add_argument(
         "--vocab", default="bert-uncased", help="bert-uncased, or cased-N / uncased-N trained here"
     )
@@ -682,7 +687,13 @@ def main(argv: list[str] | None = None) -> int:
                 for point in points:
                     if arm == "random" or point in evaluated:
                         evaluate(setup, cache, arm, seed, point)
-        write(setup, cache, name, started)
+        if stage == "all":
+            write(setup, cache, name, started)
+    if stage != "all":
+        # Its fine-tuning budget is the default, not the experiment's: a results file written from it would
+        # blank the scores the evaluating invocations wrote.
+        print(f"pre-trained; {RESULTS / name}.json is written by the invocations that evaluate (--stage all)")
+        return 0
     path = write(setup, cache, name, started)
     print(f"wrote {path}")
     print(markdown_table(read_record(path) or {}))

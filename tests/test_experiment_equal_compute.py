@@ -430,3 +430,24 @@ def test_evaluate_points_default_to_every_point_and_must_be_among_them(capsys: p
             ec.parse_args([*base, "--evaluate-points", bad])
         assert exit_.value.code == 2
         assert f"--evaluate-points {bad}" in capsys.readouterr().err.replace("'", "")
+
+
+def test_a_pretraining_invocation_leaves_the_results_file_to_the_evaluating_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # A --stage pretrain invocation runs with the default fine-tuning budget, under which no score is cached:
+    # writing the results file from it would blank every score the evaluating invocations wrote.
+    written, evaluated = [], []
+    monkeypatch.setattr(ec, "missing", lambda *paths: [])
+    monkeypatch.setattr(ec, "prepare", lambda *a: None)
+    monkeypatch.setattr(ec, "pretrain", lambda setup, arm, seed: [{"point": 1.0}])
+    monkeypatch.setattr(ec, "evaluate", lambda setup, cache, arm, seed, point: evaluated.append((arm, point)))
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps({"setup": {"tasks": ["sst2"]}, "arms": {}}))
+    monkeypatch.setattr(ec, "write", lambda *a: written.append(a[2]) or results)
+    base = ["--work", str(tmp_path / "w"), "--flops", "1e14", "--vocab", "uncased-8192", "--arms", "mlm"]
+    assert ec.main([*base, "--stage", "pretrain", "--pretrain-seeds", "1"]) == 0
+    assert written == [] and evaluated == []
+    assert "written by the invocations that evaluate" in capsys.readouterr().out
+    assert ec.main([*base, "--pretrain-seeds", "1", "--name", "v"]) == 0
+    assert evaluated == [("mlm", 1.0)] and written == ["v", "v"]
