@@ -175,7 +175,8 @@ def test_beyond_the_spread_means_the_ranges_do_not_touch() -> None:
     got = ec.against_random(arms)["mlm"]
     assert got["0.5"]["sst2"] == {"gap": 2.0, "beyond_spread": False}  # 71.5 < 72.0: the ranges overlap
     assert got["1"]["sst2"] == {"gap": 4.0, "beyond_spread": True}
-    assert got["1"]["suite_average"] == {"gap": 4.0}
+    assert got["1"]["suite_average"] == {"gap": 4.0, "beyond_spread": True}
+    assert got["0.5"]["suite_average"] == {"gap": 2.0, "beyond_spread": False}
 
 
 def test_the_cache_skips_a_half_written_line_and_appends_after_it(tmp_path: Path) -> None:
@@ -348,6 +349,24 @@ def test_each_seed_is_plotted_with_the_history_of_its_furthest_point(tmp_path: P
     assert ec.plot_pretraining(result, tmp_path / "p.png").stat().st_size > 0
 
 
+def test_the_suite_averages_range_is_the_average_of_the_task_ranges() -> None:
+    def row(sst2: tuple[float, float], conll: tuple[float, float]) -> dict:
+        tasks = {
+            t: {"min": lo, "median": (lo + hi) / 2, "max": hi}
+            for t, (lo, hi) in (("sst2", sst2), ("conll2003", conll))
+        }
+        return {"tasks": tasks, "suite_average": sum(t["median"] for t in tasks.values()) / 2}
+
+    # CoNLL's ranges overlap, SST-2's are far apart: the averages' ranges, 60-62 and 55.5-57.5, do not touch.
+    got = ec.gaps(row((70, 72), (50, 52)), row((60, 62), (51, 53)))
+    assert got["conll2003"]["beyond_spread"] is False and got["sst2"]["beyond_spread"] is True
+    assert got["suite_average"] == {"gap": 4.5, "beyond_spread": True}
+    # 60-62 against 59-61: they overlap.
+    assert (
+        ec.gaps(row((70, 72), (50, 52)), row((66, 68), (52, 54)))["suite_average"]["beyond_spread"] is False
+    )
+
+
 def test_catch_up_meets_the_leaders_line_in_log_flops() -> None:
     # Trail rises 6 points a decade from 5 behind, the leader 3: level 5/3 decades after 1e13.
     trail, lead = [(1e13, 50.0), (1e14, 56.0)], [(1e13, 55.0), (1e14, 58.0)]
@@ -381,7 +400,7 @@ def test_electra_arms_are_compared_with_the_masked_lm_at_equal_flops() -> None:
     points = got["gdes-all"]["points"]
     assert points["0.5"]["sst2"] == {"gap": -5.0, "beyond_spread": True}
     assert points["1"]["sst2"] == {"gap": -2.0, "beyond_spread": False}  # 57.5 > 57.0: the ranges overlap
-    assert points["1"]["suite_average"] == {"gap": -2.0}
+    assert points["1"]["suite_average"] == {"gap": -2.0, "beyond_spread": False}
     assert got["gdes-all"]["catch_up"]["flops"] == pytest.approx(10 ** (13 + 5 / 3))
     result = {
         "setup": {"tasks": ["sst2"]},
@@ -391,11 +410,11 @@ def test_electra_arms_are_compared_with_the_masked_lm_at_equal_flops() -> None:
     assert ec.gaps_table(result).splitlines() == [
         "| arm | budget | sst2 vs random | average vs random | sst2 vs masked LM | average vs masked LM |",
         "|---|---|---|---|---|---|",
-        "| mlm | 50% | +4.0* | +4.0 |  |  |",
-        "| mlm | 100% | +7.0* | +7.0 |  |  |",
-        "| gdes-all | 50% | -1.0 | -1.0 | -5.0* | -5.0 |",
-        "| gdes-all | 100% | +5.0* | +5.0 | -2.0 | -2.0 |",
-        "| electra | 25% | -10.0* | -10.0 |  |  |",
+        "| mlm | 50% | +4.0* | +4.0* |  |  |",
+        "| mlm | 100% | +7.0* | +7.0* |  |  |",
+        "| gdes-all | 50% | -1.0 | -1.0 | -5.0* | -5.0* |",
+        "| gdes-all | 100% | +5.0* | +5.0* | -2.0 | -2.0 |",
+        "| electra | 25% | -10.0* | -10.0* |  |  |",
     ]
 
 
