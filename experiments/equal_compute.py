@@ -473,20 +473,21 @@ def plot(result: dict[str, Any], path: Path) -> Path:
         rows = [r for r in rows if "suite_average" in r]
         if not rows:
             continue
+        # Bars and band: the average of the tasks' ranges over every pre-training x fine-tuning seed, the
+        # range "beyond the combined seed spread" is judged on (a median pooled from a seed evaluated on one
+        # task only can lie outside the per-seed averages' range, so those cannot be the bars).
+        ranges = [average_range(r) for r in rows]
         if arm == "random":
-            per_seed = rows[0].get("suite_average_per_pretrain_seed") or [rows[0]["suite_average"]]
             ax.axhline(
                 rows[0]["suite_average"], color="k", linestyle=":", label="random init (no pre-training)"
             )
-            if len(per_seed) > 1:
-                ax.axhspan(min(per_seed), max(per_seed), color="k", alpha=0.08)
+            ax.axhspan(ranges[0]["min"], ranges[0]["max"], color="k", alpha=0.08)
             continue
         x = [r["flops"] for r in rows]
         y = [r["suite_average"] for r in rows]
-        per = [r.get("suite_average_per_pretrain_seed") or [r["suite_average"]] for r in rows]
         err = [
-            [a - min(p) for a, p in zip(y, per, strict=True)],
-            [max(p) - a for a, p in zip(y, per, strict=True)],
+            [a - g["min"] for a, g in zip(y, ranges, strict=True)],
+            [g["max"] - a for a, g in zip(y, ranges, strict=True)],
         ]
         ax.errorbar(
             x,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -365,6 +366,27 @@ def test_the_suite_averages_range_is_the_average_of_the_task_ranges() -> None:
     assert (
         ec.gaps(row((70, 72), (50, 52)), row((66, 68), (52, 54)))["suite_average"]["beyond_spread"] is False
     )
+
+
+def test_the_suite_plot_draws_a_point_that_pools_a_seed_evaluated_on_one_task(tmp_path: Path) -> None:
+    # Seed 2 has SST-2 only: the pooled average (60.0) lies below seed 1's own (61.0), once drawn as a
+    # negative error bar, which matplotlib refuses.
+    def row(flops: float, sst2: float, conll: float, **extra: Any) -> dict:
+        tasks = {
+            "sst2": {"min": sst2 - 1, "median": sst2, "max": sst2 + 1},
+            "conll2003": {"min": conll - 1, "median": conll, "max": conll + 1},
+        }
+        return {"point": 1.0, "flops": flops, "tasks": tasks, "suite_average": (sst2 + conll) / 2, **extra}
+
+    result = {
+        "setup": {"tasks": ["sst2", "conll2003"], "size": "micro"},
+        "machine": {"cores": 2},
+        "arms": {
+            "random": [row(0.0, 70.0, 50.0)],
+            "mlm": [row(1e14, 68.0, 52.0, suite_average_per_pretrain_seed=[61.0])],
+        },
+    }
+    assert ec.plot(result, tmp_path / "suite.png").stat().st_size > 0
 
 
 def test_catch_up_meets_the_leaders_line_in_log_flops() -> None:
