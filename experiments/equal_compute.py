@@ -70,6 +70,8 @@ from experiments.lib.store import RESULTS, Cache, read_record, save_figure, writ
 from experiments.lib.vocab import check_name, tokenizer_path
 
 RANDOM_POINT = 0.0
+# What counts as pre-training paying: this many suite-average points above random init (the experiment's aim).
+AIM_MARGIN = 3.0
 
 # ------------------------------------------------------------------------------------------------ budgets
 
@@ -343,7 +345,9 @@ def catch_up(trail: list[tuple[float, float]], lead: list[tuple[float, float]]) 
 
 
 def floor_crossings(arms: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """floor_crossing for every pre-trained arm with a suite average at two or more budget points."""
+    """floor_crossing for every pre-trained arm with a suite average at two or more budget points, against
+    the floor itself and against the floor plus AIM_MARGIN (`aim`: the budget at which the arm's line would
+    clear the margin the experiment asks of pre-training)."""
     floor = [r["suite_average"] for r in arms.get("random", []) if "suite_average" in r]
     out: dict[str, Any] = {}
     if not floor:
@@ -351,7 +355,12 @@ def floor_crossings(arms: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     for arm, rows in arms.items():
         pts = [(r["flops"], r["suite_average"]) for r in rows if "flops" in r and "suite_average" in r]
         if arm != "random" and len(pts) >= 2:
-            out[arm] = {"floor": floor[0], "points": len(pts), **floor_crossing(pts, floor[0])}
+            out[arm] = {
+                "floor": floor[0],
+                "points": len(pts),
+                **floor_crossing(pts, floor[0]),
+                "aim": {"margin": AIM_MARGIN, **floor_crossing(pts, floor[0] + AIM_MARGIN)},
+            }
     return out
 
 

@@ -331,6 +331,23 @@ def test_floor_crossings_per_arm() -> None:
     }
     got = ec.floor_crossings(arms)
     assert set(got) == {"gdes"} and got["gdes"]["floor"] == 59.0 and got["gdes"]["points"] == 2
+    # 3 points a decade from 53 at 1e14: the floor (59) at 1e16, the aim (62) a decade later.
+    assert got["gdes"]["flops"] == pytest.approx(1e16)
+    assert got["gdes"]["aim"]["margin"] == ec.AIM_MARGIN == 3.0
+    assert got["gdes"]["aim"]["flops"] == pytest.approx(1e17)
+    assert got["gdes"]["aim"]["above_floor"] is False
+
+
+def test_an_arm_above_the_floor_but_short_of_the_aim_gets_the_aims_budget() -> None:
+    arms = {
+        "random": [{"point": 0.0, "suite_average": 50.0}],
+        "gdes-all": [{"flops": 1e13, "suite_average": 50.5}, {"flops": 1e14, "suite_average": 51.5}],
+    }
+    got = ec.floor_crossings(arms)["gdes-all"]
+    assert got["above_floor"] is True and got["flops"] == 1e14
+    # 1 point a decade from 51.5 at 1e14: 53 (floor + 3) at 10**15.5.
+    assert got["aim"]["above_floor"] is False
+    assert got["aim"]["flops"] == pytest.approx(10**15.5)
 
 
 def test_each_seed_is_plotted_with_the_history_of_its_furthest_point(tmp_path: Path) -> None:
