@@ -31,6 +31,7 @@ where an ELECTRA arm's would meet the masked LM's), <--name>.png (suite average 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -189,7 +190,7 @@ def run_row(setup: Setup, cache: Cache, arm: str, seed: int, rec: dict[str, Any]
     return row
 
 
-HISTORY_KEYS = ("mlm_loss", "disc_auc")
+HISTORY_KEYS = ("mlm_loss", "disc_auc", "identity_auc")
 
 
 def validation_history(run: Path, curve: np.ndarray) -> list[dict[str, Any]]:
@@ -468,7 +469,7 @@ def gaps_table(result: dict[str, Any]) -> str:
     return tables.markdown_table(head, rows)
 
 
-STYLES = {"electra": "o-", "gdes": "s-", "gdes-all": "s--", "none": "D-", "mlm": "^-"}
+STYLES = {"official": "v-", "electra": "o-", "gdes": "s-", "gdes-all": "s--", "none": "D-", "mlm": "^-"}
 
 
 def plot(result: dict[str, Any], path: Path) -> Path:
@@ -519,12 +520,72 @@ def plot(result: dict[str, Any], path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def write(setup: Setup, cache: Cache, name: str, started: float) -> Path:
+# What an earlier results file must share with this setup for its arms to stand in the same tables: the
+# pre-training budget and points, the encoder, the data's vocabulary and every fine-tuning choice.
+IMPORT_FIELDS = ("vocab", "size", "flops", "points", "tasks", "finetune_seeds", "budgets", "swaps")
+# Two trainings of one named vocabulary differ in a few rare pieces (the tokenizers trainer breaks ties in
+# hash-map order): their corpora's unigram entropies differ by ~1e-4 nats. A different vocabulary differs by
+# a tenth of a nat or more (the pilot's vocabularies: 7.01 to 7.37).
+ENTROPY_TOLERANCE = 0.005
+
+
+def importable(setup: Setup, name: str) -> dict[str, Any]:
+    """The results file experiments/results/NAME.json, if its setup is this one in what the tables compare
+    (ValueError otherwise)."""
+    earlier = read_record(RESULTS / f"{name}.json")
+    if earlier is None:
+        raise ValueError(f"--import-results {name}: no {RESULTS / name}.json")
+    mine, theirs = json.loads(json.dumps(setup.describe())), earlier["setup"]
+    differ = [k for k in IMPORT_FIELDS if theirs.get(k) != mine[k]]
+    # A recipe field the earlier file predates (adam) was at its default there, as Recipe's is here.
+    differ += [f"recipe.{k}" for k, v in theirs["recipe"].items() if mine["recipe"].get(k) != v]
+    if differ:
+        raise ValueError(f"--import-results {name}: its setup differs in {', '.join(differ)}")
+    return earlier
+
+
+def import_arms(
+    setup: Setup, names: list[str], arms: dict[str, list[dict[str, Any]]], entropy: float
+) -> list[dict[str, Any]]:
+    """Add to `arms`, in place, the arms of earlier results files (experiments/results/NAME.json) that this
+    work directory does not hold, each row marked with the file it came from; return their provenance.
+    ValueError when a file's setup differs from this one in what the tables compare."""
+    provenance = []
+    for name in names:
+        earlier = importable(setup, name)
+        gap = abs(earlier["unigram_entropy"] - entropy)
+        if gap > ENTROPY_TOLERANCE:
+            raise ValueError(
+                f"--import-results {name}: its corpus's unigram entropy {earlier['unigram_entropy']:.4f} is "
+                f"not this data's {entropy:.4f}: another vocabulary or corpus"
+            )
+        taken = [arm for arm in earlier["arms"] if arm not in arms]
+        for arm in taken:
+            arms[arm] = [{**row, "imported_from": name} for row in earlier["arms"][arm]]
+        provenance.append(
+            {
+                "file": f"{name}.json",
+                "commit": earlier.get("commit"),
+                "date": earlier.get("date"),
+                "arms": taken,
+                "unigram_entropy": earlier["unigram_entropy"],
+            }
+        )
+    # The table's order: the arms as ARMS lists them.
+    ordered = {arm: arms[arm] for arm in ARMS if arm in arms}
+    arms.clear()
+    arms.update(ordered)
+    return provenance
+
+
+def write(setup: Setup, cache: Cache, name: str, started: float, imports: list[str] | None = None) -> Path:
     import torch
 
     from electra.sizes import SIZES
 
     arms = summarize(setup, cache)
+    entropy = unigram_entropy(setup.data)
+    imported = import_arms(setup, imports or [], arms, entropy)
     result = {
         **result_header(name),
         "torch": torch.__version__,
@@ -535,7 +596,8 @@ def write(setup: Setup, cache: Cache, name: str, started: float) -> Path:
         },
         "wall_seconds_this_invocation": time.perf_counter() - started,
         # What a masked LM that reads no context reaches: its loss must go below this to show it reads any.
-        "unigram_entropy": unigram_entropy(setup.data),
+        "unigram_entropy": entropy,
+        **({"imported": imported} if imported else {}),
         "arms": arms,
         "against_random": against_random(arms),
         "against_masked_lm": against_masked_lm(arms),
@@ -607,7 +669,9 @@ def fractions(flag: str, text: str) -> tuple[float, ...]:
         raise ValueError(f"{flag} {text!r}: expected fractions of the budget, e.g. 0.25,0.5,1") from None
 
 
-def parse_args(argv: list[str] | None) -> tuple[Setup, list[str], str, str, tuple[float, ...]]:
+def parse_args(
+    argv: list[str] | None,
+) -> tuple[Setup, list[str], str, str, tuple[float, ...], list[str]]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, required=True, help="where data, runs and evaluations are kept")
     ap.add_argument("--arms", default=",".join(ARMS))
@@ -642,6 +706,12 @@ def parse_args(argv: list[str] | None) -> tuple[Setup, list[str], str, str, tupl
     ap.add_argument("--swaps", type=int, default=2000, help="held-out swapped sentences")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--name", default="equal_compute", help="results file name")
+    ap.add_argument(
+        "--import-results",
+        default="",
+        help="earlier results files (names in experiments/results) of the same setup whose arms this work "
+        "directory does not hold, shown beside its own in the tables (e.g. equal_compute_v2)",
+    )
     a = ap.parse_args(argv)
     arms = a.arms.split(",")
     if unknown := set(arms) - set(ARMS):
@@ -679,16 +749,18 @@ def parse_args(argv: list[str] | None) -> tuple[Setup, list[str], str, str, tupl
         budgets=per_task,
         swaps=a.swaps,
     )
-    return setup, arms, a.stage, a.name, evaluated
+    return setup, arms, a.stage, a.name, evaluated, [n for n in a.import_results.split(",") if n]
 
 
 def main(argv: list[str] | None = None) -> int:
-    setup, arms, stage, name, evaluated = parse_args(argv)
+    setup, arms, stage, name, evaluated, imports = parse_args(argv)
     if absent := missing(WIKI, GLUE, CONLL, WIKITEXT, heldout.CONLL_TRAIN):
         print(f"skipped: {', '.join(map(str, absent))} absent", file=sys.stderr)
         return 0
     setup.work.mkdir(parents=True, exist_ok=True)
     try:
+        for earlier in imports:
+            importable(setup, earlier)
         save_setup(setup)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -708,13 +780,13 @@ def main(argv: list[str] | None = None) -> int:
                     if arm == "random" or point in evaluated:
                         evaluate(setup, cache, arm, seed, point)
         if stage == "all":
-            write(setup, cache, name, started)
+            write(setup, cache, name, started, imports)
     if stage != "all":
         # Its fine-tuning budget is the default, not the experiment's: a results file written from it would
         # blank the scores the evaluating invocations wrote.
         print(f"pre-trained; {RESULTS / name}.json is written by the invocations that evaluate (--stage all)")
         return 0
-    path = write(setup, cache, name, started)
+    path = write(setup, cache, name, started, imports)
     print(f"wrote {path}")
     print(markdown_table(read_record(path) or {}))
     return 0

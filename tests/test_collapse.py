@@ -12,6 +12,7 @@ import pytest
 
 from electra.cli.main import main
 from electra.training.pretrain.diagnostics.collapse import CollapseWatch, binary_entropy, prior_gain
+from electra.training.pretrain.diagnostics.identity_auc import PHASE_CONTEXT, PHASE_IDENTITY
 
 from .conftest import prepare_tiny_data, tiny_pretrain_args
 
@@ -20,8 +21,9 @@ def train(step: int, loss: float, q: float = 0.148, recall: float = 0.0) -> dict
     return {"split": "train", "step": step, "disc_loss": loss, "replaced_fraction": q, "disc_recall": recall}
 
 
-def val(step: int, auc: float, loss: float = 0.40, q: float = 0.148) -> dict:
-    return {"split": "val", "step": step, "disc_loss": loss, "replaced_fraction": q, "disc_auc": auc}
+def val(step: int, auc: float, loss: float = 0.40, q: float = 0.148, **extra: object) -> dict:
+    rec = {"split": "val", "step": step, "disc_loss": loss, "replaced_fraction": q, "disc_auc": auc}
+    return {**rec, **{k if k != "identity" else "identity_auc": v for k, v in extra.items()}}
 
 
 def test_binary_entropy_is_the_constant_predictors_loss() -> None:
@@ -46,36 +48,70 @@ COLLAPSING = [
 ]
 
 
-def test_a_collapse_is_flagged_once_and_only_after_learning(caplog) -> None:
+def texts(lines: list[tuple[int, str]], level: int = logging.WARNING) -> list[str]:
+    return [text for lvl, text in lines if lvl == level]
+
+
+def test_a_collapse_is_flagged_once_and_only_after_learning() -> None:
     watch = CollapseWatch()
     flags, warnings = [], []
     for rec in COLLAPSING:
-        warnings.append(watch.observe(rec))
+        warnings.append(texts(watch.observe(rec)))
         flags.append(rec["collapsed"])
     # Step 25 sits at the prior too, but nothing has been learned yet: not a collapse.
     assert flags == [False, False, False, False, False, True]
-    assert warnings[:-1] == [None] * 5
-    assert warnings[-1] is not None and warnings[-1].startswith("step 825: the discriminator has collapsed")
-    assert "down from 33.3% at step 400" in warnings[-1]
+    assert warnings[:-1] == [[]] * 5
+    assert len(warnings[-1]) == 1 and warnings[-1][0].startswith(
+        "step 825: the discriminator is back at the prior"
+    )
+    assert "down from 33.3% at step 400" in warnings[-1][0]
+    # It points at the evidence rather than prescribing a remedy.
+    assert "identity_auc" in warnings[-1][0] and "generator-lr-scale" not in warnings[-1][0]
     assert COLLAPSING[2]["disc_prior_gain"] == pytest.approx(1 - 0.2795 / binary_entropy(0.148))
     # Still collapsed later: flagged in the record, not warned about again.
     rec = train(900, 0.4131, q=0.1485)
-    assert watch.observe(rec) is None and rec["collapsed"]
+    assert watch.observe(rec) == [] and rec["collapsed"]
 
 
 def test_validation_auc_collapse_and_a_healthy_run() -> None:
     watch = CollapseWatch()
     records = [val(100, 0.70), val(200, 0.85), val(300, 0.88), val(700, 0.65), val(800, 0.598)]
-    out = [watch.observe(r) for r in records]
+    out = [texts(watch.observe(r)) for r in records]
     assert [r["collapsed"] for r in records] == [False, False, False, False, True]
-    assert out[-1] is not None and "validation AUC 0.60, down from 0.88 at step 300" in out[-1]
+    assert out[-1] and "validation AUC 0.60, down from 0.88 at step 300" in out[-1][0]
     healthy = CollapseWatch()
     for step, loss, recall in [(100, 0.41, 0.0), (200, 0.33, 0.0), (400, 0.28, 0.3), (800, 0.30, 0.2)]:
         rec = train(step, loss, recall=recall)
-        assert healthy.observe(rec) is None and not rec["collapsed"]
+        assert healthy.observe(rec) == [] and not rec["collapsed"]
     # Back at the prior while still flagging replaced tokens is not a collapse: the recall says it learns.
     rec = train(900, 0.4125, recall=0.2)
-    assert healthy.observe(rec) is None and not rec["collapsed"]
+    assert healthy.observe(rec) == [] and not rec["collapsed"]
+
+
+def test_the_warning_says_what_the_identity_only_auc_shows() -> None:
+    """A peak no higher than identity allows, then both fall: the warning names both figures and the phase."""
+    watch = CollapseWatch()
+    watch.observe(val(300, 0.80, identity=0.81, phase=PHASE_IDENTITY))
+    (warning,) = texts(watch.observe(val(800, 0.55, identity=0.53, phase=PHASE_IDENTITY)))
+    assert "down from 0.80 at step 300" in warning
+    assert "identity alone could reach 0.81 at that peak and 0.53 now" in warning
+    assert "no more than identity gives" in warning and "phase 'identity'" in warning
+    # A peak clearly above identity is said to be so.
+    other = CollapseWatch()
+    other.observe(val(300, 0.80, identity=0.70, phase=PHASE_IDENTITY))
+    (warning,) = texts(other.observe(val(800, 0.55, identity=0.53, phase=PHASE_IDENTITY)))
+    assert "its peak was above what identity gives" in warning
+
+
+def test_reading_context_is_noted_once_and_ends_the_warnings() -> None:
+    watch = CollapseWatch()
+    assert watch.observe(val(300, 0.60, identity=0.55, phase=PHASE_IDENTITY)) == []
+    (note,) = texts(watch.observe(val(600, 0.75, identity=0.52, phase=PHASE_CONTEXT)), logging.INFO)
+    assert note == (
+        "step 600: the discriminator reads context: validation AUC 0.750 against 0.520 for token identity "
+        "alone"
+    )
+    assert watch.observe(val(900, 0.80, identity=0.52, phase=PHASE_CONTEXT)) == []
 
 
 def test_the_watch_resumes_with_the_run() -> None:
@@ -108,5 +144,9 @@ def test_the_trainer_writes_the_flag_and_warns(data_dir: Path, tmp_path: Path, c
     train_records = [r for r in records if r["split"] == "train"]
     assert all("disc_prior_gain" in r and "collapsed" in r for r in records)
     assert [r["collapsed"] for r in train_records] == [True, True, True, True]
-    warnings = [r.message for r in caplog.records if "collapsed to the prior" in r.message]
+    warnings = [r.message for r in caplog.records if "back at the prior" in r.message]
     assert len(warnings) == 1 and warnings[0].startswith("step 1:")
+    # Every validation record ranks maskable tokens and carries the identity-only AUC and the phase.
+    val_records = [r for r in records if r["split"] == "val"]
+    assert val_records and all(0.0 <= r["identity_auc"] <= 1.0 for r in val_records)
+    assert all(r["phase"] in (PHASE_IDENTITY, PHASE_CONTEXT) for r in val_records)

@@ -344,10 +344,14 @@ def test_electra_step_loss_and_stats_are_consistent() -> None:
     metrics = ratios(s)
     assert 0.0 <= metrics["disc_accuracy"] <= 1.0 and 0.0 <= metrics["replaced_fraction"] <= 1.0
     assert metrics["all_original_accuracy"] == pytest.approx(1.0 - metrics["replaced_fraction"])
-    # The per-token outputs evaluation ranks: -1 exactly at padding, labels summing to the replaced count.
+    # The per-token outputs evaluation ranks: -1 exactly where nothing can be replaced (padding, [CLS],
+    # [SEP]), labels summing to the replaced count.
     assert out.disc_logits is not None and not out.disc_logits.requires_grad
     assert out.disc_labels is not None and out.disc_labels.shape == attn.shape
-    assert torch.equal(out.disc_labels < 0, attn == 0)
+    unreplaceable = (attn == 0) | (batch["input_ids"] == CLS) | (batch["input_ids"] == SEP)
+    assert unreplaceable.sum() > (attn == 0).sum()
+    assert torch.equal(out.disc_labels < 0, unreplaceable)
+    assert out.identity_masses is None  # asked for by evaluation only
     assert out.disc_labels.clamp_min(0).sum() == s["replaced_actual_pos"]
     predicted = (out.disc_logits > 0) & (out.disc_labels == 1)
     assert predicted.sum() == s["replaced_true_pos"]

@@ -45,7 +45,7 @@ def test_torch_free_choice_lists_mirror_the_implementations() -> None:
     from electra.training.pretrain import config as pretrain_config
 
     assert recipe.ADAMS == optim.ADAMS == pretrain_config.ADAMS
-    assert recipe.SCHEDULES == optim.SCHEDULES == tuple(optim.SCHEDULE_FACTORS)
+    assert recipe.SCHEDULES == optim.SCHEDULES == tuple(optim.SCHEDULE_FACTORS) == pretrain_config.SCHEDULES
     assert recipe.CLASSIFIER_HEADS == model.CLASSIFIER_HEADS
 
 

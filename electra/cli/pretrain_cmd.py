@@ -19,6 +19,7 @@ from electra.training.pretrain.config import (
     EMBEDDING_SHARINGS,
     GENERATOR_LR_SCOPES,
     OBJECTIVES,
+    SCHEDULES,
     PretrainConfig,
 )
 
@@ -190,6 +191,13 @@ def _add_recipe_args(p: argparse.ArgumentParser) -> None:
         default=DEFAULTS["adam"],
         help="official: the official code's Adam without bias correction (AdamWeightDecayOptimizer); torch: "
         "torch.optim.AdamW, bias-corrected (default: %(default)s, so runs resume as they began)",
+    )
+    p.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        default=DEFAULTS["schedule"],
+        help="the learning rate after warmup: hf decays linearly over the steps after warmup; official "
+        "decays linearly over every step, times the warmup ramp, as the official code (default: %(default)s)",
     )
     p.add_argument(
         "--mask-prob",

@@ -27,10 +27,24 @@ class Arm:
     embedding_sharing: str = "tied"
     # What the setup's generator_lr_scale slows (--generator-lr-scope).
     generator_lr_scope: str = "all"
+    # The arm's own generator learning-rate scale and Adam, where it does not take the setup's.
+    generator_lr_scale: float | None = None
+    adam: str | None = None
+    schedule: str | None = None
 
 
 ARMS: dict[str, Arm] = {
     "electra": Arm("ELECTRA (tied)", "electra", "tied"),
+    # ELECTRA as google-research/electra trains it: tied embeddings, the generator at the full learning rate
+    # whatever the setup's scale, the official AdamWeightDecayOptimizer (no bias correction) and schedule.
+    "official": Arm(
+        "ELECTRA as the official code trains it",
+        "electra",
+        "tied",
+        generator_lr_scale=1.0,
+        adam="official",
+        schedule="official",
+    ),
     # DeBERTaV3's GDES: the generator's table E_G learns at the full rate from its MLM loss alone; a slower
     # generator (the setup's scale) means its layers and head only.
     "gdes": Arm("ELECTRA (GDES)", "electra", "gdes", "layers"),
@@ -67,13 +81,16 @@ class Setup:
         if a.objective is None:
             raise ValueError(f"{arm} is not pre-trained")
         electra = a.objective == "electra"
+        scale = self.recipe.generator_lr_scale if a.generator_lr_scale is None else a.generator_lr_scale
         return replace(
             self.recipe,
             objective=a.objective,
             embedding_sharing=a.embedding_sharing,
             generator_lr_scope=a.generator_lr_scope,
-            generator_lr_scale=self.recipe.generator_lr_scale if electra else 1.0,
+            generator_lr_scale=scale if electra else 1.0,
             generator_size=self.recipe.generator_size if electra else None,
+            adam=a.adam or self.recipe.adam,
+            schedule=a.schedule or self.recipe.schedule,
         )
 
     def describe(self) -> dict[str, Any]:

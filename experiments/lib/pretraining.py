@@ -29,6 +29,8 @@ class Recipe:
     mask_prob: float | None = None
     lr: float | None = None
     batch_size: int = 32
+    adam: str = "torch"
+    schedule: str = "hf"
 
     def describe(self) -> dict[str, Any]:
         return asdict(self)

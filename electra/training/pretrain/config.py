@@ -19,6 +19,9 @@ DEFAULT_GENERATOR_LR_SCALE = 1.0
 DEFAULT_GENERATOR_LR_SCOPE = "all"
 # electra.training.optim.ADAMS, mirrored so the CLI's --help needs no torch (tests/test_recipes.py checks).
 ADAMS = ("official", "torch")
+# electra.training.optim.SCHEDULES, mirrored likewise: "hf" (warmup, then linear decay over the rest) or
+# "official" (the official create_optimizer: linear decay over every step, times the warmup ramp).
+SCHEDULES = ("official", "hf")
 # What --generator-lr-scale slows: everything the generator owns, or its Transformer layers and head only (its
 # embedding block, under gdes DeBERTaV3's shared E_G, keeps the full rate).
 GENERATOR_LR_SCOPES = ("all", "layers")
@@ -52,6 +55,8 @@ class PretrainConfig:
     # checkpoint does not record it), and under the paper's 10k-step warmup the two differ only while the
     # learning rate is small (by 3% or less from step 3,000 on).
     adam: str = "torch"
+    # "hf" stays the default for the same reason as torch's Adam: a run resumes with the schedule it began.
+    schedule: str = "hf"
     max_grad_norm: float = 1.0
     generator_size: float | None = None
     # The generator's own parameters learn at this fraction of --lr (see models.optimizer_groups).
@@ -93,6 +98,8 @@ class PretrainConfig:
             raise InputError(f"--generator-lr-scope {self.generator_lr_scope!r} is not one of {choices}")
         if self.adam not in ADAMS:
             raise InputError(f"--adam {self.adam!r} is not one of {', '.join(ADAMS)}")
+        if self.schedule not in SCHEDULES:
+            raise InputError(f"--schedule {self.schedule!r} is not one of {', '.join(SCHEDULES)}")
         size = SIZES[self.size]
         steps = self.steps if self.steps is not None else size.pretrain_steps
         c = replace(

@@ -62,8 +62,12 @@ class ElectraPretrainer(nn.Module):
     def hf_models(self) -> dict[str, nn.Module]:
         return {DISCRIMINATOR_DIR: plain_discriminator(self.discriminator), GENERATOR_DIR: self.generator}
 
-    def forward(self, batch: dict[str, torch.Tensor], rng: torch.Generator) -> StepOutput:
-        return electra_step(self.generator, self.discriminator, batch, self.specials, self.objective, rng)
+    def forward(
+        self, batch: dict[str, torch.Tensor], rng: torch.Generator, diagnostics: bool = False
+    ) -> StepOutput:
+        return electra_step(
+            self.generator, self.discriminator, batch, self.specials, self.objective, rng, diagnostics
+        )
 
 
 class MlmPretrainer(nn.Module):
@@ -83,7 +87,10 @@ class MlmPretrainer(nn.Module):
     def hf_models(self) -> dict[str, nn.Module]:
         return {MLM_DIR: self.mlm}
 
-    def forward(self, batch: dict[str, torch.Tensor], rng: torch.Generator) -> StepOutput:
+    def forward(
+        self, batch: dict[str, torch.Tensor], rng: torch.Generator, diagnostics: bool = False
+    ) -> StepOutput:
+        # The masked LM has no discriminator: nothing to diagnose beyond its loss.
         return mlm_step(self.mlm, batch, self.specials, self.objective, rng, self.mlm.config.vocab_size)
 
 

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from electra.errors import InputError
+from electra.training.pretrain.diagnostics.identity_auc import identity_masses
 
 # The TF code's epsilon in -log(-log(u + eps) + eps): keeps u == 0 (possible from torch.rand) finite.
 _GUMBEL_EPS = 1e-9
@@ -96,10 +97,13 @@ class StepOutput:
     # 0-d float32 sums and counts (keys: STAT_KEYS), never ratios: add them over micro-batches and ranks,
     # then divide (see ratios()).
     stats: dict[str, Tensor] = field(default_factory=dict)
-    # Detached per-token discriminator logits and replaced labels (0/1, -1 at padding), for threshold-free
-    # evaluation (detection_auc); None for the masked-LM baseline.
+    # Detached per-token discriminator logits and replaced labels (0/1; -1 where nothing can be replaced:
+    # padding, [CLS] and [SEP]), for threshold-free evaluation (detection_auc); None for the masked-LM
+    # baseline.
     disc_logits: Tensor | None = None
     disc_labels: Tensor | None = None
+    # (2, V) expected original / replaced mass per token id (diagnostics.identity_auc), when asked for.
+    identity_masses: Tensor | None = None
 
 
 def ratios(stats: dict[str, Tensor | float]) -> dict[str, float]:
@@ -279,12 +283,14 @@ def electra_step(
     specials: SpecialTokens,
     cfg: ObjectiveConfig,
     rng: torch.Generator | None = None,
+    diagnostics: bool = False,
 ) -> StepOutput:
     """One forward pass of replaced token detection; call backward() on the returned loss.
 
     rng drives every random draw (positions, masking, sampling), so a seed reproduces the corruption; it
     must live on the batch's device (torch.Generator(device="cuda") for CUDA batches). Dropout still uses
-    torch's global generator.
+    torch's global generator. `diagnostics` adds the identity-only masses (evaluation: a softmax over the
+    vocabulary at every slot, which training does not need).
     """
     input_ids = batch["input_ids"]
     attention_mask = batch["attention_mask"]
@@ -312,6 +318,18 @@ def electra_step(
     disc_loss = disc_loss_sum / num_tokens.clamp_min(1.0)
 
     with torch.no_grad():
+        maskable = candidate_mask(input_ids, attention_mask, specials)
+        identity = None
+        if diagnostics:
+            identity = identity_masses(
+                gen_logits.detach(),
+                targets,
+                valid,
+                input_ids,
+                maskable,
+                positions,
+                cfg.temperature,
+            )
         predicted = (disc_logits > 0) & real
         actual = labels.bool() & real
         stats = {
@@ -333,7 +351,10 @@ def electra_step(
         disc_loss=disc_loss,
         stats=stats,
         disc_logits=disc_logits.detach(),
-        disc_labels=torch.where(real, labels.long(), -1),
+        # Detection is ranked over the tokens that can be replaced: [CLS] and [SEP] are originals by
+        # construction, and counting them lifts a chance-level AUC above 0.5.
+        disc_labels=torch.where(maskable, labels.long(), -1),
+        identity_masses=identity,
     )
 
 

@@ -30,6 +30,7 @@ from electra.training.optim import adam, build_scheduler
 from electra.training.pretrain.config import PretrainConfig
 from electra.training.pretrain.diagnostics.detection_auc import BINS, auc_from_histograms, logit_histograms
 from electra.training.pretrain.diagnostics.flops import electra_step_flops, peak_flops
+from electra.training.pretrain.diagnostics.identity_auc import identity_auc, phase
 from electra.training.pretrain.diagnostics.meter import TrainMeter, progress_postfix
 from electra.training.pretrain.diagnostics.metrics_log import MetricsLog
 from electra.training.pretrain.hf_models import export_hf, init_from_hf
@@ -154,7 +155,7 @@ class PretrainTrainer:
             self.model, cfg.lr, cfg.weight_decay, cfg.generator_lr_scale, cfg.generator_lr_scope
         )
         self.optimizer = adam(groups, cfg.lr, cfg.adam, eps=1e-6)
-        self.scheduler = build_scheduler(self.optimizer, cfg.warmup_steps, cfg.steps)
+        self.scheduler = build_scheduler(self.optimizer, cfg.warmup_steps, cfg.steps, cfg.schedule)
 
     @property
     def run_info(self) -> dict[str, Any]:
@@ -247,12 +248,15 @@ class PretrainTrainer:
     @torch.no_grad()
     def evaluate(self) -> dict[str, Any]:
         """Metrics on the first `eval_batches` validation batches, with fixed masking: comparable across
-        steps. {} when no rank had a validation token."""
+        steps; for ELECTRA the detection AUC over maskable tokens, the identity-only AUC beside it and the
+        phase they give (diagnostics.identity_auc). {} when no rank had a validation token."""
         cfg, d = self.cfg, self.dist
         self.model.eval()
         # Zeros for every key: a rank whose shard has run out of validation rows still joins the reductions.
         acc: dict[str, torch.Tensor] = {k: torch.zeros((), device=d.device) for k in STAT_KEYS}
-        hist = torch.zeros(2, BINS, device=d.device) if cfg.objective == "electra" else None
+        electra = cfg.objective == "electra"
+        hist = torch.zeros(2, BINS, device=d.device) if electra else None
+        identity = torch.zeros(2, self.vocab_size, dtype=torch.float64, device=d.device) if electra else None
         n = len(self.data.val)
         for b in range(cfg.eval_batches):
             lo = (b * d.world + d.rank) * self.micro_batch
@@ -263,29 +267,33 @@ class PretrainTrainer:
                 masking_seed(cfg.seed + 1, 0, b * d.world + d.rank)
             )
             with self.autocast:
-                out = self.model(batch, rng)
+                out = self.model(batch, rng, diagnostics=True)
             for k, v in out.stats.items():
                 acc[k] = acc[k] + v.float()
             if hist is not None and out.disc_logits is not None and out.disc_labels is not None:
                 hist += logit_histograms(out.disc_logits, out.disc_labels)
+            if identity is not None and out.identity_masses is not None:
+                identity += out.identity_masses
         self.model.train()
         sums = d.reduce_sums(acc)
-        if hist is not None:
+        if hist is not None and identity is not None:
             d.sum_(hist)
+            d.sum_(identity)
         if not sums["num_tokens"]:
             return {}
         rec = {"split": "val", "step": self.progress.step, **ratios(sums)}
-        if hist is not None:
+        if hist is not None and identity is not None:
             rec["disc_auc"] = auc_from_histograms(hist)
+            rec["identity_auc"] = identity_auc(identity)
+            rec["phase"] = phase(rec["disc_auc"], rec["identity_auc"])
         return rec
 
     def log_metrics(self, record: dict[str, Any]) -> None:
         """Append a record to metrics.jsonl (rank 0; records are the same on every rank)."""
         if not self.dist.main or not record:
             return
-        warning = self.state.collapse.observe(record)
-        if warning is not None:
-            logger.warning("%s", warning)
+        for level, message in self.state.collapse.observe(record):
+            logger.log(level, "%s", message)
         self.metrics.append(record)
         if self.bar is not None and record["split"] == "train":
             self.bar.set_postfix_str(progress_postfix(record), refresh=False)

@@ -1,22 +1,33 @@
-"""Spotting a discriminator that has collapsed to the prior, in the training log and the validation pass.
+"""Spotting a discriminator back at the prior after a peak, in the training log and the validation pass, and
+saying which phase of replaced-token detection the run is in.
 
 A discriminator that answers "replaced with probability q" for every token, q the share of replaced tokens,
 scores the binary entropy H(q) as its loss: about 0.41 nats at 15%. Its `disc_prior_gain`, the share of H(q)
-its loss removes (1 - loss / H(q)), is then 0, its recall 0 and its ROC AUC 0.5. Every run starts there; a
-collapsed one gets back there after having learned, typically once the generator's samples stop being rare
-words (docs/pretraining.md, "When pre-training collapses"). Left unflagged it looks like a run that has
-merely slowed down.
+its loss removes (1 - loss / H(q)), is then 0, its recall 0 and its ROC AUC 0.5. Every run starts there.
+
+Many runs leave it early and come back: the early AUC comes from token identity (while the generator samples
+rare words more often than the corpus holds them, a rare word is probably a replacement), and once the
+generator samples at about the corpus's frequencies that cue is gone; a discriminator that has not yet
+learned to read context falls back to the prior with it. This is the first phase of replaced-token
+detection, not learning lost. The validation pass logs the identity-only AUC (identity_auc.py), the best a
+detector of token identity alone could reach, and the `phase` it gives: "identity" while the discriminator is
+at or below it, "reading context" once clearly above. Records are still marked `collapsed` (back at the
+prior after a peak) so that the event shows in the log and in `electra plot`; the warning says what it is.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
-# A run has learned once its discriminator removes this share of the prior's entropy (or reaches this AUC)...
+from electra.training.pretrain.diagnostics.identity_auc import CONTEXT_MARGIN, PHASE_CONTEXT
+
+# A run has left the prior once its discriminator removes this share of the prior's entropy (or reaches this
+# AUC)...
 LEARNED_GAIN = 0.05
 LEARNED_AUC = 0.7
-# ... and has collapsed when it is back below these with nothing flagged (or at this AUC on validation).
+# ... and is back at it when below these with nothing flagged (or at this AUC on validation).
 COLLAPSED_GAIN = 0.02
 COLLAPSED_RECALL = 0.01
 COLLAPSED_AUC = 0.6
@@ -38,7 +49,8 @@ def prior_gain(record: dict[str, Any]) -> float | None:
 
 
 class CollapseWatch:
-    """Remembers the best the discriminator has done, and marks each record `collapsed` true or false.
+    """Remembers the best the discriminator has done, marks each record `collapsed` true or false, and says
+    (once each) when the discriminator falls back to the prior and when it first reads context.
 
     Stateful like the other parts of a run (state_dict / load_state_dict), so that a resumed run flags the
     same steps as an uninterrupted one.
@@ -49,47 +61,94 @@ class CollapseWatch:
         self.best_gain_step = 0
         self.best_auc = 0.5
         self.best_auc_step = 0
-        self.warned = False
+        self.identity_at_best_auc: float | None = None
+        # Warned once per kind of record: the training log sees the fall first, validation says why.
+        self.warned_train = False
+        self.warned_val = False
+        self.context_step: int | None = None
 
-    def observe(self, record: dict[str, Any]) -> str | None:
-        """Add `disc_prior_gain` and `collapsed` to a train or val record; return a warning the first time a
-        collapse is seen (None otherwise, and for records without a discriminator)."""
+    def observe(self, record: dict[str, Any]) -> list[tuple[int, str]]:
+        """Add `disc_prior_gain` and `collapsed` to a train or val record; return the log lines (level,
+        text) it calls for: a warning the first time each kind of record finds the discriminator back at the
+        prior, a note the first time a validation pass finds it reading context; none for records without a
+        discriminator."""
         gain = prior_gain(record)
         if gain is None:
-            return None
+            return []
         record["disc_prior_gain"] = gain
-        step = int(record["step"])
         if record["split"] == "val" and isinstance(record.get("disc_auc"), float):
-            auc = record["disc_auc"]
-            collapsed = self.best_auc >= LEARNED_AUC and auc < COLLAPSED_AUC
-            if auc > self.best_auc:
-                self.best_auc, self.best_auc_step = auc, step
-            what = f"validation AUC {auc:.2f}, down from {self.best_auc:.2f} at step {self.best_auc_step}"
-        else:
-            recall = record.get("disc_recall")
-            collapsed = (
-                self.best_gain >= LEARNED_GAIN
-                and gain < COLLAPSED_GAIN
-                and isinstance(recall, float)
-                and recall < COLLAPSED_RECALL
-            )
-            if gain > self.best_gain:
-                self.best_gain, self.best_gain_step = gain, step
-            what = (
-                f"loss {record['disc_loss']:.3f} is the entropy of its {record['replaced_fraction']:.1%} "
-                f"replaced rate (it removes {gain:.1%} of it, down from {self.best_gain:.1%} at step "
-                f"{self.best_gain_step}), recall {recall:.2f}"
-            )
-        record["collapsed"] = collapsed
-        if not collapsed or self.warned:
-            return None
-        self.warned = True
-        return (
-            f"step {step}: the discriminator has collapsed to the prior: {what}. It no longer tells replaced "
-            "tokens from original ones: the generator's samples became plausible before the discriminator "
-            "learned to read context (docs/pretraining.md, 'When pre-training collapses': "
-            "--embedding-sharing gdes --generator-lr-scale 0.05 keeps the generator behind)"
+            return self._observe_val(record)
+        step = int(record["step"])
+        recall = record.get("disc_recall")
+        collapsed = (
+            self.best_gain >= LEARNED_GAIN
+            and gain < COLLAPSED_GAIN
+            and isinstance(recall, float)
+            and recall < COLLAPSED_RECALL
         )
+        if gain > self.best_gain:
+            self.best_gain, self.best_gain_step = gain, step
+        record["collapsed"] = collapsed
+        if not collapsed or self.warned_train or self.context_step is not None:
+            return []
+        self.warned_train = True
+        return [
+            (
+                logging.WARNING,
+                f"step {step}: the discriminator is back at the prior: its loss {record['disc_loss']:.3f} is "
+                f"the entropy of its {record['replaced_fraction']:.1%} replaced rate (it removes {gain:.1%} "
+                f"of it, down from {self.best_gain:.1%} at step {self.best_gain_step}), recall {recall:.2f}. "
+                "Early detection often comes from token identity alone and fades as the generator's samples "
+                "reach the corpus's frequencies; the validation records' identity_auc and phase say whether "
+                "that is what happened (docs/pretraining.md, 'The identity phase')",
+            )
+        ]
+
+    def _observe_val(self, record: dict[str, Any]) -> list[tuple[int, str]]:
+        step, auc = int(record["step"]), record["disc_auc"]
+        identity = record.get("identity_auc")
+        identity = identity if isinstance(identity, float) and math.isfinite(identity) else None
+        collapsed = self.best_auc >= LEARNED_AUC and auc < COLLAPSED_AUC
+        if auc > self.best_auc:
+            self.best_auc, self.best_auc_step, self.identity_at_best_auc = auc, step, identity
+        record["collapsed"] = collapsed
+        messages: list[tuple[int, str]] = []
+        if record.get("phase") == PHASE_CONTEXT and self.context_step is None and identity is not None:
+            self.context_step = step
+            messages.append(
+                (
+                    logging.INFO,
+                    f"step {step}: the discriminator reads context: validation AUC {auc:.3f} against "
+                    f"{identity:.3f} for token identity alone",
+                )
+            )
+        if collapsed and not self.warned_val and self.context_step is None:
+            self.warned_val = True
+            messages.append((logging.WARNING, self._val_warning(step, auc, identity)))
+        return messages
+
+    def _val_warning(self, step: int, auc: float, identity: float | None) -> str:
+        text = (
+            f"step {step}: the discriminator is back near the prior: validation AUC {auc:.2f}, down from "
+            f"{self.best_auc:.2f} at step {self.best_auc_step}"
+        )
+        if identity is None or self.identity_at_best_auc is None:
+            return text + " (no identity-only AUC recorded: docs/pretraining.md, 'The identity phase')"
+        peak = self.identity_at_best_auc
+        text += (
+            f". Token identity alone could reach {peak:.2f} at that peak and {identity:.2f} now: "
+            + (
+                "its peak was no more than identity gives, and identity stopped paying as the generator's "
+                "samples approached the corpus's frequencies. "
+                if self.best_auc <= peak + CONTEXT_MARGIN
+                else "its peak was above what identity gives. "
+            )
+            + "It is not seen reading context yet (phase 'identity'). This is the first phase of "
+            "replaced-token detection, not learning lost: training goes on, and the phase turns to "
+            "'reading context' once the AUC is clearly above the identity-only AUC. A longer warm-up or a "
+            "slowed generator only moves this phase (docs/pretraining.md, 'The identity phase')"
+        )
+        return text
 
     def state_dict(self) -> dict[str, Any]:
         return dict(vars(self))
