@@ -416,24 +416,35 @@ def pretraining_table(result: dict[str, Any]) -> str:
     before the point: masked-LM loss (an ELECTRA arm's generator's), its context gain over the corpus's
     unigram entropy, and the discriminator's AUC."""
     entropy = result["unigram_entropy"]
+    runs = [
+        (arm, run)
+        for arm, points in result["arms"].items()
+        if arm != "random"
+        for p in points
+        for run in p["runs"]
+    ]
+    # Runs validated since the identity-only AUC exists carry it and the phase; older files have neither.
+    identity = any("identity_auc" in (run.get("validation") or {}) for _, run in runs)
     rows = []
-    for arm, points in result["arms"].items():
-        if arm == "random":
-            continue
-        for run in sorted((run for p in points for run in p["runs"]), key=lambda r: (r["seed"], r["point"])):
-            val = run.get("validation") or {}
-            loss, auc = val.get("mlm_loss"), val.get("disc_auc")
-            cells = [
-                arm,
-                str(run["seed"]),
-                f"{run['point']:.0%}",
-                f"{run['step']:,}",
-                f"{run['tokens'] / 1e6:.1f}M",
-            ]
-            cells += ["", ""] if loss is None else [f"{loss:.2f}", f"{entropy - loss:+.2f}"]
-            cells.append("" if auc is None else f"{auc:.3f}")
-            rows.append(cells)
-    head = (
+    for arm, run in sorted(
+        runs, key=lambda ar: (list(result["arms"]).index(ar[0]), ar[1]["seed"], ar[1]["point"])
+    ):
+        val = run.get("validation") or {}
+        loss, auc = val.get("mlm_loss"), val.get("disc_auc")
+        cells = [
+            arm,
+            str(run["seed"]),
+            f"{run['point']:.0%}",
+            f"{run['step']:,}",
+            f"{run['tokens'] / 1e6:.1f}M",
+        ]
+        cells += ["", ""] if loss is None else [f"{loss:.2f}", f"{entropy - loss:+.2f}"]
+        cells.append("" if auc is None else f"{auc:.3f}")
+        if identity:
+            cells.append(f"{val['identity_auc']:.3f}" if val.get("identity_auc") is not None else "")
+            cells.append(val.get("phase", ""))
+        rows.append(cells)
+    head = [
         "arm",
         "pre-training seed",
         "budget",
@@ -442,7 +453,8 @@ def pretraining_table(result: dict[str, Any]) -> str:
         "val MLM loss",
         "context gain",
         "val AUC",
-    )
+        *(["identity-only AUC", "phase"] if identity else []),
+    ]
     return tables.markdown_table(head, rows)
 
 

@@ -150,3 +150,24 @@ def test_the_trainer_writes_the_flag_and_warns(data_dir: Path, tmp_path: Path, c
     val_records = [r for r in records if r["split"] == "val"]
     assert val_records and all(0.0 <= r["identity_auc"] <= 1.0 for r in val_records)
     assert all(r["phase"] in (PHASE_IDENTITY, PHASE_CONTEXT) for r in val_records)
+
+
+def test_the_plot_draws_the_identity_bound_and_names_the_phase(tmp_path: Path) -> None:
+    from electra.training.pretrain.diagnostics import plot
+
+    records = [
+        val(300, 0.80, identity=0.81, phase=PHASE_IDENTITY),
+        val(600, 0.55, identity=0.53, phase=PHASE_IDENTITY),
+    ]
+    assert plot.phase_title(records) == "phase: identity (to step 600: not above token identity alone)"
+    records.append(val(900, 0.70, identity=0.52, phase=PHASE_CONTEXT))
+    assert plot.phase_title(records) == "phase: reading context from step 900"
+    assert plot.phase_title([val(300, 0.8)]) is None  # a run from before the identity-only AUC
+    key, split, _, label = plot.EXTRA_LINES["disc_auc"]
+    assert plot.series(records, key, split) == [(300, 0.81), (600, 0.53), (900, 0.52)]
+    assert "identity" in label
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    png = plot.plot_run(run)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -468,7 +468,7 @@ def test_the_write_up_tables_are_the_results_files() -> None:
     for name in ("equal_compute_cpu", "equal_compute_cpu_2x"):
         assert ec.markdown_table(json.loads((results / f"{name}.json").read_text())) in readme, name
     assert es.markdown_table(json.loads((results / "embedding_swap_cpu.json").read_text())) in readme
-    for path in sorted(results.glob("equal_compute_v2*.json")):
+    for path in sorted([*results.glob("equal_compute_v2*.json"), *results.glob("equal_compute_v3*.json")]):
         result = json.loads(path.read_text())
         assert ec.markdown_table(result) in readme, path.name
         assert ec.pretraining_table(result) in readme, path.name
@@ -509,3 +509,86 @@ def test_a_pretraining_invocation_leaves_the_results_file_to_the_evaluating_ones
     assert "written by the invocations that evaluate" in capsys.readouterr().out
     assert ec.main([*base, "--pretrain-seeds", "1", "--name", "v"]) == 0
     assert evaluated == [("mlm", 1.0)] and written == ["v", "v"]
+
+
+def test_earlier_results_stand_beside_the_work_directorys_own_arms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An earlier results file of the same setup lends the arms this work directory lacks, marked with their
+    file and in ARMS order; an arm run here wins; a file of another setup or corpus is refused by name."""
+    results = tmp_path / "results"
+    results.mkdir()
+    monkeypatch.setattr(ec, "RESULTS", results)
+    setup = setup_in(tmp_path / "w")
+    described = json.loads(json.dumps(setup.describe()))
+    # Written before Recipe had `adam` and `schedule`: the fields it lacks were at their defaults.
+    del described["recipe"]["adam"], described["recipe"]["schedule"]
+    row = {"point": 1.0, "step": 10, "tasks": {}}
+    earlier = {
+        "commit": "abc1234",
+        "date": "2026-11-20T00:00:00+00:00",
+        "setup": described,
+        "unigram_entropy": 7.0116,
+        "arms": {"mlm": [row], "random": [{**row, "point": 0.0}], "official": [{**row, "step": 99}]},
+    }
+    (results / "v2.json").write_text(json.dumps(earlier))
+    own = {"official": [{**row, "step": 11}]}
+    provenance = ec.import_arms(setup, ["v2"], own, entropy=7.0118)
+    assert list(own) == ["official", "mlm", "random"]
+    assert own["official"] == [{**row, "step": 11}]  # this work directory's own run, not the file's
+    assert own["mlm"] == [{**row, "imported_from": "v2"}]
+    assert provenance == [
+        {
+            "file": "v2.json",
+            "commit": "abc1234",
+            "date": "2026-11-20T00:00:00+00:00",
+            "arms": ["mlm", "random"],
+            "unigram_entropy": 7.0116,
+        }
+    ]
+    with pytest.raises(ValueError, match="unigram entropy"):
+        ec.import_arms(setup, ["v2"], {}, entropy=7.13)
+    (results / "other.json").write_text(json.dumps({**earlier, "setup": {**described, "flops": 2e14}}))
+    with pytest.raises(ValueError, match="differs in flops"):
+        ec.importable(setup, "other")
+    changed = {**described, "recipe": {**described["recipe"], "generator_lr_scale": 0.05}}
+    (results / "recipe.json").write_text(json.dumps({**earlier, "setup": changed}))
+    with pytest.raises(ValueError, match=r"differs in recipe\.generator_lr_scale"):
+        ec.importable(setup, "recipe")
+    with pytest.raises(ValueError, match=r"no .*absent\.json"):
+        ec.importable(setup, "absent")
+
+
+def test_the_official_arm_trains_as_the_official_code_whatever_the_setups_generator_scale(
+    tmp_path: Path,
+) -> None:
+    recipe = setup_in(tmp_path).arm_recipe("official")
+    assert (recipe.embedding_sharing, recipe.generator_lr_scale) == ("tied", 1.0)
+    assert (recipe.adam, recipe.schedule) == ("official", "official")
+    # The other arms keep the setup's scale and torch's Adam with the hf schedule.
+    other = setup_in(tmp_path).arm_recipe("gdes-all")
+    assert (other.generator_lr_scale, other.adam, other.schedule) == (0.5, "torch", "hf")
+
+
+def test_pretraining_table_shows_the_identity_only_auc_when_the_runs_have_it() -> None:
+    def run(seed: int, auc: float, identity: float | None) -> dict:
+        val: dict[str, Any] = {"mlm_loss": 6.5, "disc_auc": auc}
+        if identity is not None:
+            val.update(
+                identity_auc=identity, phase="identity" if auc <= identity + 0.02 else "reading context"
+            )
+        return {"seed": seed, "point": 1.0, "step": 100, "tokens": 2e6, "validation": val}
+
+    result = {
+        "unigram_entropy": 7.0,
+        "arms": {
+            "official": [{"point": 1.0, "runs": [run(1, 0.70, 0.55)]}],
+            "gdes-all": [{"point": 1.0, "runs": [run(1, 0.75, None)]}],
+        },
+    }
+    lines = ec.pretraining_table(result).splitlines()
+    assert lines[0].endswith("| val AUC | identity-only AUC | phase |")
+    assert lines[2] == "| official | 1 | 100% | 100 | 2.0M | 6.50 | +0.50 | 0.700 | 0.550 | reading context |"
+    assert lines[3] == "| gdes-all | 1 | 100% | 100 | 2.0M | 6.50 | +0.50 | 0.750 |  |  |"
+    del result["arms"]["official"]
+    assert "identity" not in ec.pretraining_table(result)

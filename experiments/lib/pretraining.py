@@ -132,7 +132,7 @@ def last_validation(run: Path, step: int) -> dict[str, Any] | None:
 
 def first_collapse(run: Path, step: int) -> int | None:
     """The first step at or before `step` whose training or validation record says `collapsed` (the
-    trainer's watch, docs: "When pre-training collapses"), None if the run had not collapsed by then.
+    trainer's watch, docs/pretraining.md: "The identity phase"), None if the run had not collapsed by then.
     Validation alone can miss it: it runs a few times a run, the training log every 50 steps."""
     hits = [r["step"] for r in metrics(run) if r.get("collapsed")]
     return next((s for s in hits if s <= step), None)

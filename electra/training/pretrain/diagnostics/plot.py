@@ -8,13 +8,14 @@ from typing import Any
 
 from electra.errors import InputError
 from electra.files import CURVES_PNG, METRICS_JSONL
+from electra.training.pretrain.diagnostics.identity_auc import PHASE_CONTEXT
 
 PANELS = (
     ("mlm_loss", "generator MLM loss"),
     ("disc_loss", "discriminator loss"),
     ("disc_accuracy", "discriminator accuracy"),
     ("disc_recall", "replaced-token recall / precision"),
-    ("disc_auc", "replaced-token detection ROC AUC (val)"),
+    ("disc_auc", "replaced-token detection ROC AUC (val, maskable tokens)"),
     ("sampled_accuracy", "generator samples equal to the original"),
     ("tokens_per_s", "throughput (tokens/s)"),
     ("lr", "learning rate"),
@@ -38,6 +39,33 @@ def read_metrics(run: Path) -> list[dict[str, Any]]:
     return records
 
 
+# Drawn over a panel's own train / val curves: (key, split, style, label).
+EXTRA_LINES = {
+    # In black: once nothing is flagged the two coincide, and that must show.
+    "disc_accuracy": ("all_original_accuracy", "train", "k:", "all-original baseline (train)"),
+    "disc_recall": ("disc_precision", "train", ".", "precision (train; undefined while nothing is flagged)"),
+    # The bound of a detector that sees token identity only: at or below it the run may be reading identity
+    # alone; clearly above it, context (diagnostics.identity_auc).
+    "disc_auc": ("identity_auc", "val", "k:", "token identity alone (val)"),
+}
+
+
+def series(records: list[dict[str, Any]], key: str, split: str = "train") -> list[tuple[int, float]]:
+    return [(r["step"], r[key]) for r in records if r.get("split") == split and r.get(key) is not None]
+
+
+def phase_title(records: list[dict[str, Any]]) -> str | None:
+    """The detection panel's note on the run's phase: since when the discriminator reads context, or that it
+    has not been seen to; None for a run without the identity-only AUC (the masked LM, older runs)."""
+    val = [r for r in records if r.get("split") == "val" and r.get("phase")]
+    if not val:
+        return None
+    context = next((r["step"] for r in val if r["phase"] == PHASE_CONTEXT), None)
+    if context is None:
+        return f"phase: identity (to step {val[-1]['step']}: not above token identity alone)"
+    return f"phase: reading context from step {context}"
+
+
 def plot_run(run: Path, out: Path | None = None) -> Path:
     import matplotlib
 
@@ -47,24 +75,16 @@ def plot_run(run: Path, out: Path | None = None) -> Path:
     records = read_metrics(run)
     out = out or run / CURVES_PNG
     fig, axes = plt.subplots(2, 4, figsize=(20, 8))
-
-    def series(key: str, split: str = "train") -> list[tuple[int, float]]:
-        return [(r["step"], r[key]) for r in records if r.get("split") == split and r.get(key) is not None]
-
-    extra_lines = {
-        # Drawn over the accuracy in black: once nothing is flagged the two coincide, and that must show.
-        "disc_accuracy": ("all_original_accuracy", "k:", "all-original baseline (train)"),
-        "disc_recall": ("disc_precision", ".", "precision (train; undefined while nothing is flagged)"),
-    }
     for ax, (key, title) in zip(axes.flat, PANELS, strict=True):
         for split, style in (("train", "-"), ("val", "o--")):
-            if pts := series(key, split):
+            if pts := series(records, key, split):
                 ax.plot(*zip(*pts, strict=True), style, label=split, markersize=3)
-        if key in extra_lines:
-            other, style, label = extra_lines[key]
-            if pts := series(other):
+        if key in EXTRA_LINES:
+            other, split, style, label = EXTRA_LINES[key]
+            if pts := series(records, other, split):
                 ax.plot(*zip(*pts, strict=True), style, alpha=0.7, label=label, zorder=3)
-        ax.set_title(title)
+        note = phase_title(records) if key == "disc_auc" else None
+        ax.set_title(title if note is None else f"{title}\n{note}")
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
         if ax.lines:
