@@ -27,8 +27,10 @@ class Arm:
     embedding_sharing: str = "tied"
     # What the setup's generator_lr_scale slows (--generator-lr-scope).
     generator_lr_scope: str = "all"
-    # The arm's own generator learning-rate scale and Adam, where it does not take the setup's.
+    # The arm's own generator learning-rate scale, generator width (a fraction of the discriminator's), Adam
+    # and schedule, where it does not take the setup's.
     generator_lr_scale: float | None = None
+    generator_size: float | None = None
     adam: str | None = None
     schedule: str | None = None
 
@@ -51,6 +53,47 @@ ARMS: dict[str, Arm] = {
     # The first experiment's `gdes`: E_G slowed with the generator's layers.
     "gdes-all": Arm("ELECTRA (GDES, E_G slowed too)", "electra", "gdes", "all"),
     "none": Arm("ELECTRA (no sharing)", "electra", "none"),
+    # The generator-strength sweep (experiments/generator_strength.py): the ELECTRA arms above at other
+    # generator rates and widths, each setting given whole, whatever the setup's scale and width.
+    "official-half": Arm(
+        "official, generator 1/2 wide",
+        "electra",
+        "tied",
+        generator_lr_scale=1.0,
+        generator_size=0.5,
+        adam="official",
+        schedule="official",
+    ),
+    "gdes-1x": Arm(
+        "GDES, generator at 1x", "electra", "gdes", "layers", generator_lr_scale=1.0, generator_size=0.25
+    ),
+    "gdes-1x-half": Arm(
+        "GDES, generator at 1x, 1/2 wide",
+        "electra",
+        "gdes",
+        "layers",
+        generator_lr_scale=1.0,
+        generator_size=0.5,
+    ),
+    "gdes-all-0.2": Arm(
+        "GDES, generator at 0.2x", "electra", "gdes", "all", generator_lr_scale=0.2, generator_size=0.25
+    ),
+    "gdes-all-0.2-half": Arm(
+        "GDES, generator at 0.2x, 1/2 wide",
+        "electra",
+        "gdes",
+        "all",
+        generator_lr_scale=0.2,
+        generator_size=0.5,
+    ),
+    "gdes-all-half": Arm(
+        "GDES, generator at 0.05x, 1/2 wide",
+        "electra",
+        "gdes",
+        "all",
+        generator_lr_scale=0.05,
+        generator_size=0.5,
+    ),
     "mlm": Arm("masked LM", "mlm"),
     "random": Arm("random init (no pre-training)", None),
 }
@@ -88,7 +131,7 @@ class Setup:
             embedding_sharing=a.embedding_sharing,
             generator_lr_scope=a.generator_lr_scope,
             generator_lr_scale=scale if electra else 1.0,
-            generator_size=self.recipe.generator_size if electra else None,
+            generator_size=(a.generator_size or self.recipe.generator_size) if electra else None,
             adam=a.adam or self.recipe.adam,
             schedule=a.schedule or self.recipe.schedule,
         )
