@@ -382,6 +382,11 @@ CLI_ERRORS: list[tuple[str, Any, tuple[str, ...]]] = [
     ),
     ("port-zero", lambda b, t: ["--model", f"det={b['detector']}", "--port", "0"], ("port", "0")),
     (
+        "auto-truncate-not-a-boolean",
+        lambda b, t: ["--model", f"det={b['detector']}", "--auto-truncate", "maybe"],
+        ("--auto-truncate", "'maybe'", "true or false"),
+    ),
+    (
         "api-key-file-missing",
         lambda b, t: ["--model", f"det={b['detector']}", "--api-key-file", str(t / "no-keys.txt")],
         ("no-keys.txt", "cannot read"),
@@ -441,6 +446,30 @@ def test_startup_error_is_one_clear_line(
 def test_bad_environment_value_is_one_clear_line(serving_bundles: dict[str, Path]) -> None:
     env = clean_env(ELECTRA_MODELS=f"det={serving_bundles['detector']}", ELECTRA_PORT="abc")
     assert_clean_error(run_cli([], env), "ELECTRA_PORT", "'abc'")
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "expected"),
+    [
+        ([], {}, True),  # text-embeddings-inference's default
+        (["--auto-truncate"], {"ELECTRA_AUTO_TRUNCATE": "false"}, True),  # a switch alone: true, and it wins
+        (["--auto-truncate", "false"], {}, False),
+        (["--auto-truncate", "0"], {}, False),
+        ([], {"ELECTRA_AUTO_TRUNCATE": "False"}, False),
+        ([], {"ELECTRA_AUTO_TRUNCATE": "yes"}, True),
+    ],
+)
+def test_auto_truncate_from_the_command_line_and_the_environment(
+    argv: list[str], env: dict[str, str], expected: bool
+) -> None:
+    import argparse
+
+    from electra.cli import serve_cmd
+
+    parser = argparse.ArgumentParser()
+    serve_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(["serve", "--model", "det=somewhere", *argv])
+    assert serve_cmd.settings_from(args, environ=env).auto_truncate is expected
 
 
 def test_taken_port_is_one_clear_line(serving_bundles: dict[str, Path]) -> None:

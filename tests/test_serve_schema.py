@@ -1,4 +1,5 @@
-"""The HTTP API fuzzed from its own OpenAPI schema with schemathesis: whatever arrives, never a 5xx.
+"""The HTTP API fuzzed from its own OpenAPI schema with schemathesis: whatever arrives, never a 5xx, never
+slow, and never a lasting cost in memory.
 
 The app runs in-process through schemathesis' ASGI transport, which runs the app's lifespan (batchers,
 warm-up) once per app; every test waits for /health/ready first, so the generated requests reach the models
@@ -9,12 +10,16 @@ instead of meeting 503 "still loading". Three kinds of cases per inference opera
 - repaired: positive bodies made acceptable (known fields only, one of text/texts, a loaded model), so the
   generated strings (any Unicode) reach tokenization, batching, inference and post-processing and answer 200.
 
-Every response is also checked against the schema (documented status code, body schema).
+Every response is also checked against the schema (documented status code, body schema). Every request is
+timed (at most ANSWER_S) and the process's resident memory is read after each test against the first
+reading (at most RSS_GROWTH_MB more): a status code alone says nothing of an input whose work is out of
+proportion to its size, which is why repaired texts (and pairs) run up to the app's --max-chars.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -89,9 +94,32 @@ NEEDS_KEY = {
 }
 # GET routes that name a model: generated names are mostly not loaded.
 NAMES_A_MODEL = {p for m, p in OPERATIONS if m == "GET" and "{name}" in p}
-DETECT_FIELDS = {"text", "texts", "threshold", "level", "model", "truncate", "stride"}
-CLASSIFY_FIELDS = {"text", "text_pair", "inputs", "model", "truncate"}
-TAG_FIELDS = {"text", "texts", "model", "aggregation_strategy", "ignore_labels", "truncate", "stride"}
+BATCH_FIELDS = ("text", "texts", "inputs")
+DETECT_FIELDS = {*BATCH_FIELDS, "threshold", "level", "model", "truncate", "stride"}
+CLASSIFY_FIELDS = {"text", "text_pair", "texts", "inputs", "model", "truncate"}
+TAG_FIELDS = {
+    "text",
+    "texts",
+    "inputs",
+    "model",
+    "aggregation_strategy",
+    "ignore_labels",
+    "truncate",
+    "stride",
+}
+RERANK_FIELDS = {"query", "texts", "truncate", "truncation_direction", "raw_scores", "return_text"}
+PREDICT_FIELDS = {"inputs", "truncate", "truncation_direction", "raw_scores"}
+# The apps' limit of characters per text; repaired texts run up to it, a pair's two sides both (the kind of
+# input whose truncation was once quadratic: 30 s for a pair of this size at 64 tokens).
+MAX_CHARS = 20_000
+# Generous on purpose (a loaded 2-core machine runs about 2x slower; the slowest legitimate request here, 8
+# texts of MAX_CHARS through windows, takes well under a second): a bound that tells bounded work from
+# work out of proportion to the input, not a speed target (bench/ measures speed).
+ANSWER_S = 5.0
+# The process's resident memory over the module, after its first reading once an app is ready: generous
+# (hypothesis, schemathesis and a second app hold memory of their own), where the quadratic truncation once
+# grew it by gigabytes in a few requests.
+RSS_GROWTH_MB = 250.0
 # Words of the fixture vocabulary (some split into pieces: cats, parking, movies), accents, punctuation; up to
 # 80 of them, so some texts are over the bundles' 64 tokens (truncation, or 413 with truncate=false).
 VOCAB = (
@@ -99,6 +127,34 @@ VOCAB = (
     *("café", "naïve", "über", "new", "york", ",", ".", "!", "日本語"),
 )
 WORDS = st.lists(st.sampled_from(VOCAB), max_size=80).map(" ".join)
+# How many times a repaired text repeats its words: mostly once, sometimes up to MAX_CHARS.
+REPEATS = st.sampled_from([1, 1, 1, 10, 1_000])
+
+
+def rss_mb() -> float:
+    found = re.search(r"VmRSS:\s+(\d+) kB", Path("/proc/self/status").read_text())
+    return int(found.group(1)) / 1024 if found else 0.0
+
+
+_FIRST_RSS: list[float] = []
+
+
+def check_rss() -> None:
+    """This process's RSS against its first reading in the module (taken once an app is ready)."""
+    now = rss_mb()
+    if not _FIRST_RSS:
+        _FIRST_RSS.append(now)
+    grown = now - _FIRST_RSS[0]
+    assert grown < RSS_GROWTH_MB, f"the process's RSS grew by {grown:.0f} MB since the first fuzzing test"
+
+
+def timed_call(case: Any, **kwargs: Any) -> Any:
+    """`case.call(...)`, which must answer within ANSWER_S."""
+    start = time.perf_counter()
+    response = case.call(**kwargs)
+    seconds = time.perf_counter() - start
+    assert seconds < ANSWER_S, f"{case.method} {case.path} took {seconds:.1f} s: {str(case.body)[:300]}"
+    return response
 
 
 def fuzz_settings(max_examples: int = MAX_EXAMPLES) -> settings:
@@ -140,7 +196,7 @@ def api(serving_bundles: dict[str, Path]) -> Iterator[Any]:
     models = tuple(
         ModelSpec(name, serving_bundles[name]) for name in ("detector", "sentiment", "score", "tagger")
     )
-    app = create_app(ServeSettings(models=models, max_texts=8, max_chars=2000))
+    app = create_app(ServeSettings(models=models, max_texts=8, max_chars=MAX_CHARS))
     try:
         yield schemathesis.openapi.from_asgi(SCHEMA_PATH, app)
     finally:
@@ -152,7 +208,7 @@ def keyed_api(serving_bundles: dict[str, Path], tmp_path_factory: pytest.TempPat
     keys = tmp_path_factory.mktemp("keys") / "keys.txt"
     keys.write_text(f"# fuzzing key\n{KEY}\n", encoding="utf-8")
     models = tuple(ModelSpec(name, serving_bundles[name]) for name in ("detector", "sentiment", "tagger"))
-    app = create_app(ServeSettings(models=models, max_texts=8, max_chars=2000, api_key_file=keys))
+    app = create_app(ServeSettings(models=models, max_texts=8, max_chars=MAX_CHARS, api_key_file=keys))
     try:
         yield schemathesis.openapi.from_asgi(SCHEMA_PATH, app)
     finally:
@@ -226,17 +282,31 @@ def test_generated_requests_never_answer_5xx(api: Any, method: str, path: str) -
         @fuzz_settings(MAX_EXAMPLES if path in WITH_BODY else 5)
         @given(case=op.as_strategy(mode))
         def run(case: Any) -> None:
-            response = case.call()
+            response = timed_call(case)
             seen[response.status_code] += 1
             validate(case, response)
 
         run()
+    check_rss()
     assert seen, "no case was generated"
     assert not [code for code in seen if code >= 500], seen
     if path in NAMES_A_MODEL:
         assert set(seen) <= {200, 404}, seen
     elif path not in WITH_BODY:
         assert set(seen) == {200}, seen  # ready (warm-up done), and no key is configured
+
+
+def _one_batch(out: dict[str, Any], keep_list: bool, default: Any) -> dict[str, Any]:
+    """Exactly one of text / texts / inputs: the first list given (keep_list) or the text, else `default`."""
+    given = [k for k in BATCH_FIELDS if out.get(k) is not None]
+    keep = next((k for k in given if k != "text"), None) if keep_list else None
+    keep = keep or (given[0] if given else None)
+    for k in BATCH_FIELDS:
+        if k != keep:
+            out.pop(k, None)
+    if keep is None:
+        out["text"] = default
+    return out
 
 
 def _detect_body(
@@ -246,51 +316,76 @@ def _detect_body(
     out.pop("model", None)
     if model is not None:
         out["model"] = model
-    if out.get("text") is not None and out.get("texts") is not None:
-        out.pop("text" if keep_list else "texts")
-    if out.get("text") is None and out.get("texts") is None:
-        out["text"] = "the cat sat on the mat"
-    return out
+    return _one_batch(out, keep_list, "the cat sat on the mat")
 
 
 def _classify_body(body: Any, model: str, keep_list: bool) -> dict[str, Any]:
     out = {k: v for k, v in body.items() if k in CLASSIFY_FIELDS} if isinstance(body, dict) else {}
     out["model"] = model
-    inputs = out.get("inputs")
-    if isinstance(inputs, list) and (keep_list or out.get("text") is None):
-        out["inputs"] = [
-            {k: v for k, v in item.items() if k in ("text", "text_pair")} if isinstance(item, dict) else item
-            for item in inputs
-        ]
-        out.pop("text", None)
+    out = _one_batch(out, keep_list, "good movie")
+    for name in ("texts", "inputs"):
+        if isinstance(out.get(name), list):
+            out[name] = [
+                {k: v for k, v in item.items() if k in ("text", "text_pair")}
+                if isinstance(item, dict)
+                else item
+                for item in out[name]
+            ]
+    if "text" not in out:
         out.pop("text_pair", None)
-    else:
-        out.pop("inputs", None)
-        if out.get("text") is None:
-            out["text"] = "good movie"
     return out
 
 
-def _with_words(body: dict[str, Any], words: str) -> dict[str, Any]:
-    """Vocabulary words in front of every generated text, so real tokens, word pieces and truncation occur."""
+def _rerank_body(body: Any, model: str, keep_list: bool) -> dict[str, Any]:
+    out = {k: v for k, v in body.items() if k in RERANK_FIELDS} if isinstance(body, dict) else {}
+    out["model"] = model
+    if not isinstance(out.get("query"), str):
+        out["query"] = "the cat"
+    if not isinstance(out.get("texts"), list) or not out["texts"]:
+        out["texts"] = ["good movie", "the cat sat on the mat"]
+    return out
+
+
+def _predict_body(body: Any, model: str, keep_list: bool) -> dict[str, Any]:
+    out = {k: v for k, v in body.items() if k in PREDICT_FIELDS} if isinstance(body, dict) else {}
+    out["model"] = model
+    if not isinstance(out.get("inputs"), str | list) or out["inputs"] == []:
+        out["inputs"] = ["good movie", "the cat"] if keep_list else "good movie"
+    return out
+
+
+def _with_words(body: dict[str, Any], words: str, repeats: int = 1) -> dict[str, Any]:
+    """Vocabulary words in front of every generated text (and pair), so real tokens, word pieces and
+    truncation occur; `repeats` of them, up to MAX_CHARS, so long texts and long pairs occur too."""
     if not words:
         return body
-    if isinstance(body.get("text"), str):
-        body["text"] = f"{words} {body['text']}"
-    if isinstance(body.get("texts"), list):
-        body["texts"] = [f"{words} {t}" if isinstance(t, str) else t for t in body["texts"]]
-    if isinstance(body.get("inputs"), list):
-        for item in body["inputs"]:
-            if isinstance(item, dict) and isinstance(item.get("text"), str):
-                item["text"] = f"{words} {item['text']}"
+
+    def longer(text: Any) -> Any:
+        return (f"{words} " * repeats + text)[:MAX_CHARS] if isinstance(text, str) else text
+
+    for key in ("text", "text_pair", "query"):
+        if key in body:
+            body[key] = longer(body[key])
+    for key in ("texts", "inputs"):
+        items = body.get(key)
+        if isinstance(items, str):
+            body[key] = longer(items)
+        elif isinstance(items, list):
+            body[key] = [
+                {k: longer(v) for k, v in item.items()}
+                if isinstance(item, dict)
+                else [longer(x) for x in item]
+                if isinstance(item, list)
+                else longer(item)
+                for item in items
+            ]
     return body
 
 
 def _inputs(body: dict[str, Any]) -> list[str]:
-    if "texts" in body and body["texts"] is not None:
-        return list(body["texts"])
-    if "inputs" in body and body["inputs"] is not None:
-        return [item["text"] for item in body["inputs"]]
+    for key in ("texts", "inputs"):
+        if body.get(key) is not None:
+            return [item["text"] if isinstance(item, dict) else item for item in body[key]]
     return [body["text"]]
 
 
@@ -355,10 +450,31 @@ def _check_tag(body: dict[str, Any], answer: dict[str, Any]) -> None:
                 assert entity["label"] in {"O", "PER", "LOC", "ORG"}
 
 
+def _check_rerank(body: dict[str, Any], answer: list[dict[str, Any]]) -> None:
+    assert sorted(r["index"] for r in answer) == list(range(len(body["texts"])))
+    scores = [r["score"] for r in answer]
+    assert scores == sorted(scores, reverse=True)
+    if body.get("return_text"):
+        assert all(r["text"] == body["texts"][r["index"]] for r in answer)
+
+
+def _check_predict(body: dict[str, Any], answer: list[Any]) -> None:
+    inputs = body["inputs"]
+    single = isinstance(inputs, str) or isinstance(inputs[0], str)
+    rows = [answer] if single else answer
+    assert single or len(rows) == len(inputs)
+    labels = {"sentiment": {"negative", "positive"}, "score": {"score"}}[body["model"]]
+    for row in rows:
+        assert {p["label"] for p in row} == labels
+        assert [p["score"] for p in row] == sorted((p["score"] for p in row), reverse=True)
+
+
 REPAIRS: dict[str, tuple[Callable[..., dict[str, Any]], list[str | None], Callable[..., None]]] = {
     "/detect": (_detect_body, [None, "detector"], _check_detect),
     "/classify": (_classify_body, ["sentiment", "score"], _check_classify),
     "/tag": (_tag_body, [None, "tagger"], _check_tag),
+    "/rerank": (_rerank_body, ["score"], _check_rerank),
+    "/predict": (_predict_body, ["sentiment", "score"], _check_predict),
 }
 
 
@@ -370,16 +486,23 @@ def test_repaired_generated_requests_reach_the_model(api: Any, path: str) -> Non
     seen: Counter[int] = Counter()
 
     @fuzz_settings()
-    @given(case=op.as_strategy(), model=st.sampled_from(models), keep_list=st.booleans(), words=WORDS)
-    def run(case: Any, model: str | None, keep_list: bool, words: str) -> None:
-        case.body = _with_words(repair(case.body, model, keep_list), words)
-        response = case.call()
+    @given(
+        case=op.as_strategy(),
+        model=st.sampled_from(models),
+        keep_list=st.booleans(),
+        words=WORDS,
+        repeats=REPEATS,
+    )
+    def run(case: Any, model: str | None, keep_list: bool, words: str, repeats: int) -> None:
+        case.body = _with_words(repair(case.body, model, keep_list), words, repeats)
+        response = timed_call(case)
         seen[response.status_code] += 1
         validate(case, response)
         if response.status_code == 200:
             check(case.body, response.json())
 
     run()
+    check_rss()
     assert not [code for code in seen if code >= 500], seen
     # The app was ready: the repaired requests were answered by the models, not with 503.
     assert seen[200] >= MAX_EXAMPLES // 4, seen
@@ -402,7 +525,7 @@ def test_generated_requests_without_the_key(keyed_api: Any, method: str, path: s
         @given(case=op.as_strategy(mode), wrong_key=st.sampled_from([None, "Bearer nope", f"Basic {KEY}"]))
         def run(case: Any, wrong_key: str | None) -> None:
             headers = {"Authorization": wrong_key} if wrong_key is not None else None
-            response = case.call(headers=headers)
+            response = timed_call(case, headers=headers)
             seen[response.status_code] += 1
             validate(case, response)
             if path in NEEDS_KEY:

@@ -239,6 +239,53 @@ def test_classify_pairs_and_batches(client: TestClient) -> None:
     assert alone["scores"]["positive"] != pytest.approx(batch[1]["scores"]["positive"], abs=1e-6)
 
 
+def test_one_batch_shape_on_every_route(client: TestClient) -> None:
+    """A batch is `texts` or `inputs` (one list under either name) on /detect and /classify alike: a text as a
+    string, on /classify a pair as {"text", "text_pair"} (issue 54); each equals the single requests."""
+    texts = ["good movie", "the cat sat on the mat"]
+    detect = [client.post("/detect", json={"model": "detector", "text": t}).json()["results"] for t in texts]
+    detect = [result for results in detect for result in results]
+    for name in ("texts", "inputs"):
+        r = client.post("/detect", json={"model": "detector", name: texts})
+        assert r.status_code == 200, r.text
+        assert r.json()["results"] == detect
+    pair = {"text": "the cat", "text_pair": "sat on the mat"}
+    items = [texts[0], pair, {"text": texts[1]}]
+    single = [
+        client.post("/classify", json={"model": "sentiment", **body}).json()["results"][0]
+        for body in ({"text": texts[0]}, pair, {"text": texts[1]})
+    ]
+    for name in ("texts", "inputs"):
+        r = client.post("/classify", json={"model": "sentiment", name: items})
+        assert r.status_code == 200, r.text
+        for got, want in zip(r.json()["results"], single, strict=True):
+            assert got["label"] == want["label"]
+            assert got["scores"] == pytest.approx(want["scores"], abs=1e-5)
+    for body in ({"text": "a", "inputs": ["b"]}, {"texts": ["a"], "inputs": ["b"]}, {}):
+        r = client.post("/classify", json={"model": "sentiment", **body})
+        assert r.status_code == 400 and "exactly one of 'text'" in r.json()["detail"], r.text
+    r = client.post("/classify", json={"model": "sentiment", "texts": ["a"], "text_pair": "b"})
+    assert r.status_code == 400 and "in 'texts' send a pair as" in r.json()["detail"]
+    r = client.post("/detect", json={"model": "detector", "inputs": [pair]})  # no pairs for a detector
+    assert r.status_code == 400, r.text
+
+
+def test_the_schema_shows_the_batch_shapes(client: TestClient) -> None:
+    schemas = client.get("/schema/openapi.json").json()["components"]["schemas"]
+
+    def batch(name: str, field: str) -> list[dict[str, Any]]:
+        (listed,) = [s for s in schemas[name]["properties"][field]["oneOf"] if s.get("type") == "array"]
+        items = listed["items"]
+        return items.get("oneOf", [items])
+
+    for name in ("DetectRequest", "TagRequest"):
+        for field in ("texts", "inputs"):
+            assert batch(name, field) == [{"type": "string"}], (name, field)
+    for field in ("texts", "inputs"):
+        shapes = batch("ClassifyRequest", field)
+        assert {"type": "string"} in shapes and any("PairInput" in s.get("$ref", "") for s in shapes)
+
+
 def test_regression_model_answers_a_score(client: TestClient) -> None:
     r = client.post("/classify", json={"model": "score", "text": "good movie"})
     assert r.status_code == 200, r.text

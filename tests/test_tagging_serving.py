@@ -273,6 +273,13 @@ def test_batched_request_equals_single_requests(client: TestClient, aggregation:
         assert_close(got, alone)
 
 
+def test_inputs_is_the_same_batch_as_texts(client: TestClient) -> None:
+    """One batch shape on every native route (issue 54): `inputs` is `texts` under /classify's name."""
+    assert tag(client, inputs=TEXTS)["results"] == tag(client, texts=TEXTS)["results"]
+    r = client.post("/tag", json={"texts": TEXTS, "inputs": TEXTS})
+    assert r.status_code == 400 and "exactly one of 'text'" in r.json()["detail"]
+
+
 def assert_close(a: dict[str, Any], b: dict[str, Any]) -> None:
     strip = [{k: v for k, v in e.items() if k != "score"} for e in a["entities"]]
     assert strip == [{k: v for k, v in e.items() if k != "score"} for e in b["entities"]]
@@ -484,6 +491,7 @@ def test_schema_documents_tag(client: TestClient) -> None:
     assert set(request["properties"]) == {
         "text",
         "texts",
+        "inputs",
         "model",
         "aggregation_strategy",
         "ignore_labels",

@@ -126,13 +126,16 @@ def test_predict_takes_a_text_a_pair_and_a_batch(client: TestClient) -> None:
 
 def test_truncation_follows_tei(client: TestClient) -> None:
     long = " ".join(["word"] * 200)  # over the bundles' 64 tokens
-    for truncate in (None, False):
-        body: dict[str, Any] = {"query": QUERY, "texts": [long], "model": "ce"}
-        if truncate is not None:
-            body["truncate"] = truncate
-        err = post(client, "/rerank", body, 413)
-        validate(err, "ErrorResponse")
-        assert "64 tokens" in err["error"] and err["error_type"] == "Validation"
+    # truncate absent or null: the server's --auto-truncate, true by default as TEI's since 1.9.0.
+    for body in ({"query": QUERY, "texts": [long]}, {"query": QUERY, "texts": [long], "truncate": None}):
+        assert len(post(client, "/rerank", {**body, "model": "ce"})) == 1
+    assert post(client, "/predict", {"inputs": long, "model": "sentiment"})
+    err = post(client, "/rerank", {"query": QUERY, "texts": [long], "model": "ce", "truncate": False}, 413)
+    validate(err, "ErrorResponse")
+    assert "64 tokens" in err["error"] and err["error_type"] == "Validation"
+    assert "texts[0] with the query has 209 tokens" in err["error"]
+    err = post(client, "/predict", {"inputs": long, "model": "sentiment", "truncate": False}, 413)
+    assert "64 tokens" in err["error"] and "input 0 has 202 tokens" in err["error"]
     # A text longer than the model loses its end (right, TEI's default) or its start (left).
     text = "berlin is a city " * 3 + "the cat sat on the mat " * 20 + "paris is the capital of france"
     base = {"query": QUERY, "texts": [text], "model": "ce", "truncate": True}
@@ -140,15 +143,114 @@ def test_truncation_follows_tei(client: TestClient) -> None:
     left = post(client, "/rerank", {**base, "truncation_direction": "Left"})
     assert post(client, "/rerank", {**base, "truncation_direction": "left"}) == left
     assert right[0]["score"] != left[0]["score"]  # the kept tokens differ
-    err = post(client, "/predict", {"inputs": long, "model": "sentiment"}, 413)
-    assert "64 tokens" in err["error"]
-    assert post(client, "/predict", {"inputs": long, "model": "sentiment", "truncate": True})
+    assert post(client, "/rerank", {**base, "truncate": None}) == right
+
+
+def test_auto_truncate_off_refuses_what_the_request_does_not_ask_to_truncate(
+    serving_bundles: dict[str, Path], cross_encoder: Path
+) -> None:
+    models = (ModelSpec("ce", cross_encoder), ModelSpec("sentiment", serving_bundles["sentiment"]))
+    long = " ".join(["word"] * 200)
+    with TestClient(create_app(ServeSettings(models=models, auto_truncate=False))) as c:
+        while c.get("/health/ready").status_code != 200:
+            pass
+        err = post(c, "/rerank", {"query": QUERY, "texts": [long], "model": "ce"}, 413)
+        assert "64 tokens" in err["error"] and err["error_type"] == "Validation"
+        assert post(c, "/predict", {"inputs": long, "model": "sentiment", "truncate": None}, 413)
+        assert post(c, "/predict", {"inputs": long, "model": "sentiment", "truncate": True})
+
+
+def test_an_over_long_query_is_named_as_the_query(client: TestClient) -> None:
+    query = " ".join(["word"] * 100)
+    body = {"query": query, "texts": ["paris", "berlin"], "model": "ce", "truncate": False}
+    err = post(client, "/rerank", body, 413)
+    validate(err, "ErrorResponse")
+    assert err["error"].startswith("the query has 100 tokens;") and "64 tokens" in err["error"]
+    # A query that leaves room for some text: the text that does not fit is named, with the query.
+    body = {"query": " ".join(["word"] * 40), "texts": ["paris", " ".join(["word"] * 30)], "model": "ce"}
+    err = post(client, "/rerank", {**body, "truncate": False}, 413)
+    assert err["error"].startswith("texts[1] with the query has 73 tokens;")
+    assert len(post(client, "/rerank", body)) == 2  # truncated by default
+
+
+def test_unknown_fields_are_ignored_and_named(client: TestClient) -> None:
+    body = {"query": QUERY, "texts": TEXTS, "model": "ce"}
+    plain = client.post("/rerank", json=body)
+    extra = client.post("/rerank", json={**body, "top_n": 2, "zzz": {"a": 1}})
+    assert extra.status_code == 200 and extra.json() == plain.json()
+    assert extra.headers["electra-ignored-fields"] == "top_n, zzz"
+    assert "electra-ignored-fields" not in plain.headers
+    predict = client.post("/predict", json={"inputs": "a film", "model": "sentiment", "normalize": True})
+    assert predict.status_code == 200 and predict.headers["electra-ignored-fields"] == "normalize"
+
+
+@pytest.mark.parametrize("field", ["raw_scores", "return_text", "truncate"])
+@pytest.mark.parametrize("value", ["true", 1, 0, "false", [True]])
+def test_booleans_are_json_booleans_only(client: TestClient, field: str, value: Any) -> None:
+    err = post(client, "/rerank", {"query": QUERY, "texts": TEXTS, "model": "ce", field: value}, 400)
+    validate(err, "ErrorResponse")
+    assert err["error_type"] == "Validation" and f"{field}: Expected `bool" in err["error"]
+    if field != "return_text":
+        body = {"inputs": "a film", "model": "sentiment", field: value}
+        assert f"{field}: Expected `bool" in post(client, "/predict", body, 400)["error"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/rerank", {"query": QUERY, "texts": []}),
+        ("/rerank", {"query": "", "texts": [""]}),
+        ("/rerank", {"query": "", "texts": ["paris", ""]}),
+        ("/predict", {"inputs": ""}),
+        ("/predict", {"inputs": [""]}),
+        ("/predict", {"inputs": ["", ""]}),
+        ("/predict", {"inputs": [["a film"], [""]]}),
+        ("/predict", {"inputs": []}),
+    ],
+)
+def test_empty_inputs_answer_400_empty(client: TestClient, path: str, body: dict[str, Any]) -> None:
+    model = "ce" if path == "/rerank" else "sentiment"
+    err = post(client, path, {**body, "model": model}, 400)
+    validate(err, "ErrorResponse")
+    assert err["error_type"] == "Empty" and "empty" in err["error"], err
+
+
+def test_one_empty_side_is_not_an_empty_input(client: TestClient) -> None:
+    """As TEI's: a pair is empty only when both of its texts are."""
+    assert len(post(client, "/rerank", {"query": "", "texts": ["paris"], "model": "ce"})) == 1
+    assert len(post(client, "/rerank", {"query": QUERY, "texts": [""], "model": "ce"})) == 1
+    assert post(client, "/predict", {"inputs": ["", "a film"], "model": "sentiment"})
+
+
+def test_scores_are_teis_float32_and_ranked_unrounded(client: TestClient) -> None:
+    import numpy as np
+
+    texts = [*TEXTS, TEXTS[1], TEXTS[1]]
+    for raw in (False, True):
+        ranks = post(client, "/rerank", {"query": QUERY, "texts": texts, "model": "ce", "raw_scores": raw})
+        for r in ranks:  # each score the shortest decimal of a float32, as TEI's JSON writes it
+            assert repr(r["score"]) == str(np.float32(r["score"]))
+        # Equal scores (the same text three times): the later first, as TEI's stable sort then reverse.
+        tied = [r["index"] for r in ranks if r["index"] in (1, 4, 5)]
+        assert tied == [5, 4, 1]
+    for r in post(client, "/predict", {"inputs": "a fine film", "model": "sentiment"}):
+        assert repr(r["score"]) == str(np.float32(r["score"]))
+
+
+def test_ranking_reads_the_unrounded_scores() -> None:
+    from electra.serving.core import ranked
+    from electra.serving.rounding import as_float32, rounded
+
+    near = [0.1234561, 0.1234564, 3e-7, 4e-7]
+    assert rounded(near) == [0.123456, 0.123456, 0.0, 0.0]  # the 6-decimal answers tie them
+    assert ranked(near) == [1, 0, 3, 2]
+    assert as_float32(near)[2:] == [3e-7, 4e-7]  # small scores stay small, as TEI writes them
+    assert ranked([0.5, 0.5, 0.5]) == [2, 1, 0]
 
 
 @pytest.mark.parametrize(
     ("path", "body", "status", "words"),
     [
-        ("/rerank", {"query": QUERY, "texts": [], "model": "ce"}, 400, "'texts' is empty"),
         ("/rerank", {"query": QUERY, "texts": TEXTS, "model": "sentiment"}, 400, "scores 2 labels"),
         ("/rerank", {"query": QUERY, "texts": TEXTS}, 400, "several models serve /classify"),
         ("/rerank", {"query": QUERY, "texts": ["x"] * 10_000, "model": "ce"}, 413, "the limit is 16"),
@@ -158,7 +260,6 @@ def test_truncation_follows_tei(client: TestClient) -> None:
         ("/rerank", {"texts": TEXTS, "model": "ce"}, 400, "query"),
         ("/rerank", {"query": QUERY, "texts": TEXTS, "model": "ce", "truncation_direction": "up"}, 400, ""),
         ("/rerank", {"query": QUERY, "texts": TEXTS, "model": "nope"}, 404, "'nope' is not loaded"),
-        ("/predict", {"inputs": [], "model": "sentiment"}, 400, "'inputs' is empty"),
         ("/predict", {"inputs": ["a", "b", "c"], "model": "sentiment"}, 400, "a pair"),
         ("/predict", {"inputs": [["a", "b", "c"]], "model": "sentiment"}, 400, "inputs[0]"),
         ("/predict", {"inputs": [["a"], "b"], "model": "sentiment"}, 400, "inputs[1]"),

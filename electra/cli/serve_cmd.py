@@ -37,10 +37,21 @@ def env_name(option: str) -> str:
     return "ELECTRA_" + option.upper().replace("-", "_")
 
 
+def parse_bool(text: str) -> bool:
+    """true/false (also 1/0, yes/no, on/off, any case), as a flag or an environment variable gives it."""
+    value = text.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(text)
+
+
 def _parser_of(annotation: Any) -> Callable[[str], Any]:
-    """str, int, float or Path from a field's type (Path | None: Path)."""
+    """str, int, float, bool or Path from a field's type (Path | None: Path)."""
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    return args[0] if args else annotation
+    kind = args[0] if args else annotation
+    return parse_bool if kind is bool else kind
 
 
 def _options() -> dict[str, Option]:
@@ -54,7 +65,7 @@ def _options() -> dict[str, Option]:
     return options
 
 
-_KINDS: dict[Any, str] = {int: "a whole number", float: "a number"}
+_KINDS: dict[Any, str] = {int: "a whole number", float: "a number", parse_bool: "true or false"}
 
 # option (the flag without '--') -> Option; the environment variable is env_name(option).
 OPTIONS: dict[str, Option] = _options()
@@ -77,9 +88,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     for option, o in OPTIONS.items():
         # default None: "not given", so the environment can fill it in; the real default is in the help.
-        p.add_argument(
-            f"--{option}", default=None, help=f"{o.help} (default {o.default}; env {env_name(option)})"
-        )
+        # A switch alone means true (--auto-truncate, as text-embeddings-inference's), or takes true/false.
+        switch = {"nargs": "?", "const": "true", "metavar": "true|false"} if o.parse is parse_bool else {}
+        shown = str(o.default).lower() if o.parse is parse_bool else o.default
+        help = f"{o.help} (default {shown}; env {env_name(option)})"
+        p.add_argument(f"--{option}", default=None, help=help, **switch)
     p.add_argument(
         "--access-log",
         action="store_true",

@@ -28,7 +28,7 @@ from electra.serving.content_encoding import decode_content
 from electra.serving.core import KIND_ROUTE
 from electra.serving.error_responses import error_response
 from electra.serving.metrics import http_metrics
-from electra.serving.openapi_bodies import document_closed_bodies, document_infer_body
+from electra.serving.openapi_bodies import document_closed_bodies, document_infer_body, document_tei_bodies
 from electra.serving.protocols import is_inference, protocol_routes
 from electra.serving.request_body import request_body
 from electra.serving.routes_health import health_routes
@@ -87,6 +87,7 @@ def create_app(
     app.state.electra = state
     document_closed_bodies(app)
     document_infer_body(app)
+    document_tei_bodies(app)
     return app
 
 

@@ -28,11 +28,11 @@ from electra.serving import statistics, timing
 from electra.serving.encoded import Encoded
 from electra.serving.generator import GeneratorRunner
 from electra.serving.postprocess import classify_result, detect_result, sigmoid
-from electra.serving.rounding import rounded
 from electra.serving.runtime import ModelRunner
 from electra.serving.schemas import DEFAULT_THRESHOLD, ClassifyResult, DetectResult
 from electra.serving.settings import ModelSpec, ServeSettings
 from electra.serving.suggest import Target, attach, flagged, mask_targets, plan
+from electra.serving.truncation import Measured
 from electra.serving.windows import (
     Document,
     TokenLogits,
@@ -85,19 +85,24 @@ class Tag:
 @dataclass(frozen=True)
 class Classify:
     """Texts or text pairs through a classifier. `direction`: where a long input loses tokens ("right": its
-    end); `raw_scores`: logits in the results instead of probabilities."""
+    end); `raw_scores`: logits in the results instead of probabilities; `query`: the pairs' first texts are
+    one query (a rerank), named as such when it is what makes an input too long; `allow_empty` false: an
+    input with no text (a text, or both of a pair, "") is refused (text-embeddings-inference's Empty)."""
 
     pairs: list[tuple[str, str | None]]
     truncate: bool = False
     field: str = "inputs"
     direction: str = "right"
     raw_scores: bool = False
+    query: bool = False
+    allow_empty: bool = True
 
 
 @dataclass(frozen=True)
 class Rerank:
     """Every text scored against the query by a cross-encoder (a classifier of one output), best first:
-    sigmoid of its logit, as sentence-transformers' CrossEncoder scores it, or the logit with `raw_scores`."""
+    sigmoid of its logit, as sentence-transformers' CrossEncoder scores it, or the logit with `raw_scores`.
+    `allow_empty` false: a text that is "" with the query "" too is refused, as Classify's."""
 
     query: str
     texts: list[str]
@@ -105,6 +110,7 @@ class Rerank:
     direction: str = "right"
     raw_scores: bool = False
     field: str = "texts"
+    allow_empty: bool = True
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,13 @@ class Classified:
     encoded: list[Encoded]
     logits: list[np.ndarray]
     results: list[ClassifyResult]
+
+
+class EmptyInput(HTTPException):
+    """A request with no input, or (where the protocol refuses it) an input with no text: 400."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(status_code=400, detail=detail)
 
 
 class Backend(Protocol):
@@ -238,9 +251,11 @@ class Inference:
         pairs = request.pairs
         self.check_sizes([a for a, _ in pairs], request.field)
         self.check_chars([b for _, b in pairs if b is not None])
+        if not request.allow_empty:
+            self.check_not_empty(request)
         self.check_fits(len(pairs), "model inputs")
         self.backend.check_ready()
-        encode = functools.partial(runner.encode, truncate=request.truncate, direction=request.direction)
+        encode = functools.partial(self._encode, runner, request)
         encoded = await self.tokenize(runner, encode, pairs)
         rows = await self.backend.submit(runner.name, encoded, len(encoded))
         results = [
@@ -261,7 +276,7 @@ class Inference:
         self, request: Rerank, runner: ModelRunner | None = None, model: str | None = None
     ) -> tuple[ModelRunner, list[tuple[int, float]]]:
         """Checked (the texts and the query, the model: one output, readiness), run as (query, text) pairs:
-        (index, score) per text, the highest score first (ties in the texts' order)."""
+        (index, score) per text, unrounded, the highest score first, in `ranked`'s order."""
         self.check_sizes(request.texts, request.field)
         self.check_chars([request.query])
         runner = runner or self.pick(model, "classifier")
@@ -272,12 +287,19 @@ class Inference:
                 "cross-encoder, one relevance score per pair (a classifier fine-tuned with --task rerank)",
             )
         pairs: list[tuple[str, str | None]] = [(request.query, text) for text in request.texts]
-        classify = Classify(pairs, request.truncate, request.field, request.direction, raw_scores=True)
+        classify = Classify(
+            pairs,
+            request.truncate,
+            request.field,
+            request.direction,
+            raw_scores=True,
+            query=True,
+            allow_empty=request.allow_empty,
+        )
         _, classified = await self.classify(classify, runner)
         logits = np.array([float(row[0]) for row in classified.logits])
-        scores = rounded(logits if request.raw_scores else sigmoid(logits))
-        order = sorted(range(len(scores)), key=lambda i: -scores[i])  # stable: ties keep the texts' order
-        return runner, [(i, scores[i]) for i in order]
+        scores = (logits if request.raw_scores else sigmoid(logits)).tolist()
+        return runner, [(i, scores[i]) for i in ranked(scores)]
 
     async def fill_mask(self, request: FillMask, runner: ModelRunner) -> Filled:
         """Checked (the texts, the suggestions, the targets, readiness, the answer's size); masks found or
@@ -430,6 +452,15 @@ class Inference:
         timing.add("tokenize", elapsed)
         return encoded
 
+    def _encode(
+        self, runner: ModelRunner, request: Classify, pairs: list[tuple[str, str | None]]
+    ) -> list[Encoded]:
+        """The pairs measured whole, refused (TooLong) when one is over the model with truncate off, cut."""
+        measured = runner.measure(pairs, request.direction)
+        if not request.truncate:
+            self.check_lengths(runner, measured, request.query)
+        return measured.encoded()
+
     # --- the checks ------------------------------------------------------------------------------------
 
     def check_ready(self) -> None:
@@ -437,7 +468,7 @@ class Inference:
 
     def check_sizes(self, texts: Sequence[str], field: str) -> None:
         if not texts:
-            raise HTTPException(status_code=400, detail=f"'{field}' is empty; send at least one input")
+            raise EmptyInput(f"'{field}' is empty; send at least one input")
         if len(texts) > self.settings.max_texts:
             raise HTTPException(
                 status_code=413,
@@ -453,6 +484,28 @@ class Inference:
                     status_code=413,
                     detail=f"input {i} has {len(text):,} characters; the limit is {s.max_chars:,} per text",
                 )
+
+    def check_not_empty(self, request: Classify) -> None:
+        for i, (text, pair) in enumerate(request.pairs):
+            if not text and not pair:
+                what = f"{request.field}[{i}]" + (" with the query" if request.query else "")
+                raise EmptyInput(f"{what} is empty: it has no text to score")
+
+    def check_lengths(self, runner: ModelRunner, measured: Measured, query: bool) -> None:
+        """TooLong for the first input over the model's length, naming the query of a rerank when it leaves
+        no room for any of the text."""
+        limit = runner.max_seq_len
+        for i in range(len(measured.inputs)):
+            tokens = measured.length(i)
+            if tokens <= limit:
+                continue
+            if not query:
+                raise runner.too_long(f"input {i}", tokens)
+            first, second = measured.side_lengths(i)
+            together = " for the query and a text together"
+            if second is not None and first + runner.template.specials(True) >= limit:
+                raise runner.too_long("the query", first, together)
+            raise runner.too_long(f"texts[{i}] with the query", tokens, together)
 
     def check_stride(self, runner: ModelRunner, stride: int | None, truncate: bool) -> int | None:
         """The overlap of `runner`'s windows for this request; None when truncate asks for one window."""
@@ -498,6 +551,14 @@ class Inference:
                 detail=f"the request needs {inputs:,} {what}; at most {limit:,} fit in the model's queue "
                 f"(--max-queue): send {send} per request",
             )
+
+
+def ranked(scores: Sequence[float]) -> list[int]:
+    """Indices from the highest score to the lowest, as text-embeddings-inference orders its answers (a
+    stable sort, lowest first, then reversed): of equal scores the later one comes first."""
+    order = sorted(range(len(scores)), key=scores.__getitem__)
+    order.reverse()
+    return order
 
 
 def _names(runners: dict[str, ModelRunner]) -> str:

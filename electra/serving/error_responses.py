@@ -16,6 +16,7 @@ from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 
 from electra.serving.batcher import InferenceFailed, QueueFull, ShuttingDown
 from electra.serving.content_encoding import SCOPE_KEY, BadEncoding
+from electra.serving.core import EmptyInput
 from electra.serving.json_body import NOT_JSON, MalformedBody
 from electra.serving.open_inference import ProtocolError
 from electra.serving.protocols import uses_protocol_errors
@@ -42,7 +43,7 @@ def error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[
         message = body["detail"]
         if body.get("extra"):
             message = f"{message}: {_validation_details(body['extra'])}"
-        kind = _tei_error_type(response.status_code, message, response.headers)
+        kind = _tei_error_type(exc, response.status_code, message)
         return Response(
             {"error": message, "error_type": kind}, status_code=response.status_code, headers=response.headers
         )
@@ -55,14 +56,14 @@ def error_response(request: Request[Any, Any, Any], exc: Exception) -> Response[
     return response
 
 
-def _tei_error_type(status: int, message: str, headers: Any) -> str:
+def _tei_error_type(exc: Exception, status: int, message: str) -> str:
     """TEI's ErrorType for an answer (router/src/http/server.rs): Empty, Validation, Overloaded, Unhealthy,
     Backend; the status stays ours (413 for a size limit, where TEI answers 422)."""
     if status >= 500 and status != 503:
         return "Backend"
     if status == 503:
         return "Overloaded" if "queue" in message else "Unhealthy"
-    return "Empty" if "is empty" in message else "Validation"
+    return "Empty" if isinstance(exc, EmptyInput) else "Validation"
 
 
 def _status_of(exc: Exception) -> tuple[int, dict[str, str] | None] | None:

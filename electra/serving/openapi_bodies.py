@@ -1,9 +1,11 @@
 """OpenAPI request bodies that Litestar cannot derive, or not fully, from a handler's signature.
 
-The v2 infer route reads its body itself (JSON, or a JSON header followed by binary tensors), so Litestar
-sees no body type; the schema is msgspec's JSON Schema of `InferenceRequest`, converted to Litestar's
-OpenAPI objects, so that /schema documents it and schema-driven clients and fuzzers can send it. The JSON
-routes' bodies reject unknown fields, which Litestar's schema does not say.
+The v2 infer route reads its body itself (JSON, or a JSON header followed by binary tensors), and so do
+text-embeddings-inference's /rerank and /predict (strictly typed, unknown fields named back), so Litestar
+sees no body type; their schemas are msgspec's JSON Schema of `InferenceRequest`, `RerankRequest` and
+`PredictRequest`, converted to Litestar's OpenAPI objects, so that /schema documents them and schema-driven
+clients and fuzzers can send them. The JSON routes' bodies reject unknown fields, which Litestar's schema
+does not say.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from litestar import Litestar
 from litestar.openapi.spec import OpenAPIMediaType, Reference, RequestBody, Schema
 
 from electra.serving.open_inference import BINARY_CONTENT_TYPE, InferenceRequest, InferenceResponse
-from electra.serving.schemas import ClassifyRequest, DetectRequest, PairInput, TagRequest
+from electra.serving.schemas import (
+    ClassifyRequest,
+    DetectRequest,
+    PairInput,
+    PredictRequest,
+    RerankRequest,
+    TagRequest,
+)
 
 REF = "#/components/schemas/{name}"
 _FIELDS = {f.name for f in dataclasses.fields(Schema)}
@@ -46,6 +55,21 @@ def document_infer_body(app: Litestar) -> None:
         if path.endswith("/infer") and item.post is not None:
             item.post.request_body = body
             item.post.responses["200"].content = answer
+
+
+def document_tei_bodies(app: Litestar) -> None:
+    """/rerank's and /predict's request bodies (electra.serving.tei reads them itself)."""
+    (rerank, predict), components = msgspec.json.schema_components(
+        [RerankRequest, PredictRequest], ref_template=REF
+    )
+    openapi = app.openapi_schema
+    for name, schema in components.items():
+        openapi.components.schemas[name] = _schema(schema)
+    for path, body in (("/rerank", rerank), ("/predict", predict)):
+        item = (openapi.paths or {}).get(path)
+        if item is not None and item.post is not None:
+            media = {"application/json": OpenAPIMediaType(schema=_schema(body))}
+            item.post.request_body = RequestBody(required=True, content=media)
 
 
 def document_closed_bodies(app: Litestar) -> None:

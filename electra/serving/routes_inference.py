@@ -92,15 +92,16 @@ def inference_routes(state: ServerState, guards: list[Any]) -> list[Any]:
 
 
 async def _detect(state: ServerState, data: DetectRequest) -> DetectResponse:
-    texts = _one_or_many(data.text, data.texts, "text", "texts")
-    request = Detect(texts, data.threshold, data.level, data.stride, data.truncate, data.suggest)
+    field, texts = _batch(data.text, data.texts, data.inputs)
+    request = Detect(texts, data.threshold, data.level, data.stride, data.truncate, data.suggest, field)
     runner, results = await state.inference.detect(request, model=data.model)
     return DetectResponse(model=runner.name, results=results)
 
 
 async def _tag(state: ServerState, data: TagRequest) -> TagResponse:
-    texts = _one_or_many(data.text, data.texts, "text", "texts")
-    runner, scored = await state.inference.tag(Tag(texts, data.stride, data.truncate), model=data.model)
+    field, texts = _batch(data.text, data.texts, data.inputs)
+    request = Tag(texts, data.stride, data.truncate, field)
+    runner, scored = await state.inference.tag(request, model=data.model)
     aggregation, ignore = data.aggregation_strategy, data.ignore_labels
     results = [
         tag_result(text, s, runner.labels, aggregation, ignore) for text, s in zip(texts, scored, strict=True)
@@ -109,22 +110,36 @@ async def _tag(state: ServerState, data: TagRequest) -> TagResponse:
 
 
 async def _classify(state: ServerState, data: ClassifyRequest) -> ClassifyResponse:
-    if data.inputs is not None and data.text_pair is not None:
-        raise HTTPException(status_code=400, detail="'text_pair' goes with 'text'; inside 'inputs' use items")
-    _one_or_many(data.text, data.inputs, "text", "inputs")
-    if data.inputs is None:
+    field, items = _batch(data.text, data.texts, data.inputs, "; a pair as {'text', 'text_pair'}")
+    if data.text_pair is not None and field != "text":
+        raise HTTPException(
+            status_code=400,
+            detail=f"'text_pair' goes with 'text'; in '{field}' send a pair as {{'text', 'text_pair'}}",
+        )
+    if field == "text":
         pairs = [(data.text, data.text_pair)]
     else:
-        pairs = [(x.text, x.text_pair) for x in data.inputs]
-    request = Classify(pairs, data.truncate, raw_scores=data.raw_scores)
+        pairs = [(x, None) if isinstance(x, str) else (x.text, x.text_pair) for x in items]
+    request = Classify(pairs, data.truncate, field, raw_scores=data.raw_scores)
     runner, classified = await state.inference.classify(request, model=data.model)
     return ClassifyResponse(model=runner.name, results=classified.results)
 
 
-def _one_or_many(single: Any, many: list[Any] | None, single_name: str, many_name: str) -> list[Any]:
-    if (single is None) == (many is None):
+def _batch(
+    text: Any, texts: list[Any] | None, inputs: list[Any] | None, pairs: str = ""
+) -> tuple[str, list[Any]]:
+    """The one of `text` (one input), `texts` or `inputs` (a batch, the same list under either name) a
+    body sends, as (its name, its inputs)."""
+    given = [
+        (name, value)
+        for name, value in (("text", text), ("texts", texts), ("inputs", inputs))
+        if value is not None
+    ]
+    if len(given) != 1:
         raise HTTPException(
             status_code=400,
-            detail=f"send exactly one of '{single_name}' (one input) or '{many_name}' (a list)",
+            detail="send exactly one of 'text' (one input), 'texts' or 'inputs' (a list of them: a text as "
+            f"a string{pairs})",
         )
-    return [single] if many is None else many
+    name, value = given[0]
+    return name, [value] if name == "text" else value

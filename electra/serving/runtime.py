@@ -11,7 +11,6 @@ from typing import Any
 
 import msgspec
 import numpy as np
-import tokenizers
 
 from electra.bundle import INPUT_NAMES, Bundle, read_bundle
 from electra.errors import InputError
@@ -21,6 +20,7 @@ from electra.serving.encoded import Encoded, from_encoding
 from electra.serving.generator import GeneratorRunner
 from electra.serving.postprocess import DEFAULT_LABEL_THRESHOLD
 from electra.serving.session import open_session, run_session
+from electra.serving.truncation import Measured, Template, measure
 from electra.tokenizer import load_tokenizer, special_ids
 
 log = logging.getLogger(__name__)
@@ -61,17 +61,14 @@ class ModelRunner:
         # A model with one token type cannot embed segment 1: pairs are fed as one joined text instead.
         self.pair_types = self.bundle.type_vocab_size > 1
 
+        # Never truncating: texts are tokenized whole and cut here (electra.serving.truncation), at a cost
+        # linear in their length; the library's own truncation of a long pair is not. One tokenizer without
+        # per-call state, so concurrent requests share it.
         self.tokenizer = load_tokenizer(self.path)
         self.tokenizer.no_padding()
-        # Whole documents for the windows of /detect and /tag; a copy, since truncation is the tokenizer's
-        # own state.
-        self.untruncated = tokenizers.Tokenizer.from_str(self.tokenizer.to_str())
-        self.untruncated.no_truncation()
-        self.tokenizer.enable_truncation(max_length=self.max_seq_len)
-        # Inputs cut from their start (text-embeddings-inference's truncation_direction "left"): a copy, for
-        # the same reason.
-        self.left = tokenizers.Tokenizer.from_str(self.tokenizer.to_str())
-        self.left.enable_truncation(max_length=self.max_seq_len, direction="left")
+        self.tokenizer.no_truncation()
+        self.untruncated = self.tokenizer  # the name the windows' callers read it by
+        self.template = Template.of(self.tokenizer)
         self.pad_id = special_ids(self.tokenizer).pad
         self.mask_id = special_ids(self.tokenizer).mask
 
@@ -88,48 +85,40 @@ class ModelRunner:
     # Tokenization
     # ------------------------------------------------------------------------------------------------------
 
+    def measure(self, items: list[str] | list[tuple[str, str | None]], direction: str = "right") -> Measured:
+        """Texts (or (text, pair) tuples) tokenized whole, each distinct text once: every input's length,
+        and the inputs cut to the model's length (`.encoded()`), losing tokens from their end (`direction`
+        "right") or their start ("left"). A model of one token type reads a pair as one text."""
+        pairs: list[tuple[str, str | None]] = []
+        for item in items:
+            text, pair = item if isinstance(item, tuple) else (item, None)
+            if pair is not None and not self.pair_types:
+                text, pair = f"{text} {pair}", None
+            pairs.append((text, pair))
+        return measure(self.tokenizer, self.template, pairs, self.max_seq_len, direction)
+
     def encode(
         self, items: list[str] | list[tuple[str, str | None]], truncate: bool = True, direction: str = "right"
     ) -> list[Encoded]:
-        """Tokenize texts (or (text, pair) tuples) with offsets; TooLong if one is over (truncate off). A long
-        input loses tokens from its end (`direction` "right") or its start ("left")."""
-        inputs: list[Any] = []
-        for item in items:
-            if isinstance(item, tuple):
-                text, pair = item
-                if pair is None:
-                    inputs.append(text)
-                elif self.pair_types:
-                    inputs.append((text, pair))
-                else:
-                    inputs.append(f"{text} {pair}")
-            else:
-                inputs.append(item)
-        tokenizer = self.left if direction == "left" else self.tokenizer
-        encodings = tokenizer.encode_batch(inputs) if len(inputs) > 1 else [self._one(tokenizer, inputs[0])]
-        out = []
-        for i, enc in enumerate(encodings):
-            truncated = bool(enc.overflowing)
-            if truncated and not truncate:
-                raise TooLong(
-                    f"input {i} is longer than model {self.name!r} takes ({self.max_seq_len} tokens with "
-                    "[CLS] and [SEP]); shorten it or send truncate=true"
-                )
-            out.append(from_encoding(enc, truncated))
-        return out
+        """Tokenize texts (or (text, pair) tuples) with offsets, cut to the model's length; with truncate off,
+        TooLong for the first input over it."""
+        measured = self.measure(items, direction)
+        if not truncate:
+            for i in range(len(measured.inputs)):
+                if measured.length(i) > self.max_seq_len:
+                    raise self.too_long(f"input {i}", measured.length(i))
+        return measured.encoded()
+
+    def too_long(self, what: str, tokens: int, together: str = "") -> TooLong:
+        """The refusal of an input over the model's length (truncate off): `what` has `tokens` tokens."""
+        return TooLong(
+            f"{what} has {tokens:,} tokens; model {self.name!r} takes at most {self.max_seq_len} tokens"
+            f"{together}, [CLS] and [SEP] included: shorten it or send truncate=true"
+        )
 
     def encode_whole(self, texts: list[str]) -> list[Encoded]:
         """Single texts tokenized whole, however long: [CLS] tokens [SEP] (see electra.serving.windows)."""
-        encodings = (
-            self.untruncated.encode_batch(texts) if len(texts) > 1 else [self.untruncated.encode(texts[0])]
-        )
-        return [from_encoding(enc, truncated=False) for enc in encodings]
-
-    @staticmethod
-    def _one(tokenizer: tokenizers.Tokenizer, item: Any) -> tokenizers.Encoding:
-        if isinstance(item, tuple):
-            return tokenizer.encode(*item)
-        return tokenizer.encode(item)
+        return [from_encoding(enc, truncated=False) for enc in self.tokenizer.encode_batch(texts)]
 
     # ------------------------------------------------------------------------------------------------------
     # Inference

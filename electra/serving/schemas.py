@@ -15,7 +15,8 @@ ModelName = Annotated[str, Meta(min_length=1, max_length=200)]
 
 
 class DetectRequest(Struct, forbid_unknown_fields=True):
-    """One text (`text`) or several (`texts`); every token is scored replaced (1) vs original (0).
+    """One text (`text`) or several (`texts`, or `inputs`: the same list under the name /classify also
+    takes); every token is scored replaced (1) vs original (0).
 
     A text longer than the model is scored whole, through windows of the model's length that overlap by
     `stride` tokens (default: a quarter of a window); `truncate: true` scores only its first window.
@@ -24,6 +25,7 @@ class DetectRequest(Struct, forbid_unknown_fields=True):
 
     text: str | None = None
     texts: list[str] | None = None
+    inputs: list[str] | None = None
     threshold: Probability = DEFAULT_THRESHOLD
     level: Literal["token", "word"] = "token"
     model: ModelName | None = None
@@ -76,17 +78,21 @@ class DetectResponse(Struct):
 
 
 class PairInput(Struct, forbid_unknown_fields=True):
+    """A text and the text it is paired with, in a batch of /classify."""
+
     text: str
     text_pair: str | None = None
 
 
 class ClassifyRequest(Struct, forbid_unknown_fields=True):
-    """One input (`text`, optional `text_pair`) or several (`inputs`). An input longer than the model is
-    truncated (its result says `truncated: true`); `truncate: false` refuses it with 413 instead."""
+    """One input (`text`, optional `text_pair`) or several (`texts` or `inputs`, one list under either
+    name: a text as a string, a pair as {"text", "text_pair"}). An input longer than the model is truncated
+    (its result says `truncated: true`); `truncate: false` refuses it with 413 instead."""
 
     text: str | None = None
     text_pair: str | None = None
-    inputs: list[PairInput] | None = None
+    texts: list[str | PairInput] | None = None
+    inputs: list[str | PairInput] | None = None
     model: ModelName | None = None
     truncate: bool = True
     # Logits in `scores` (or `score`) instead of probabilities, as text-embeddings-inference's raw_scores.
@@ -114,7 +120,7 @@ Aggregation = Literal["none", "simple", "first", "average", "max"]
 
 
 class TagRequest(Struct, forbid_unknown_fields=True):
-    """One text (`text`) or several (`texts`) for a tagger (token classifier): its entities.
+    """One text (`text`) or several (`texts`, or `inputs`) for a tagger (token classifier): its entities.
 
     `aggregation_strategy` is transformers' TokenClassificationPipeline's: "none" answers every token with its
     tag, "simple" groups adjacent tokens of one entity, "first"/"average"/"max" first give each word one tag
@@ -123,6 +129,7 @@ class TagRequest(Struct, forbid_unknown_fields=True):
 
     text: str | None = None
     texts: list[str] | None = None
+    inputs: list[str] | None = None
     model: ModelName | None = None
     aggregation_strategy: Aggregation = "simple"
     ignore_labels: list[str] = msgspec.field(default_factory=lambda: ["O"])
@@ -200,10 +207,11 @@ def to_model_info(described: dict[str, object]) -> ModelInfo:
 Direction = Literal["left", "Left", "right", "Right"]
 
 
-class RerankRequest(Struct, forbid_unknown_fields=True):
+class RerankRequest(Struct):
     """TEI's POST /rerank: every text scored against the query by a cross-encoder (one output), best first.
-    `truncate` null or absent: the server's default, refusing a pair over the model's length. `model` is
-    ours (which cross-encoder, when the server has several)."""
+    `truncate` null or absent: the server's --auto-truncate (true unless the server says otherwise), as
+    TEI's. Other fields are ignored, as TEI ignores them, and named in the Electra-Ignored-Fields header.
+    `model` is ours (which cross-encoder, when the server has several)."""
 
     query: str
     texts: list[str]
@@ -220,9 +228,9 @@ class Rank(Struct, omit_defaults=True):
     text: str | None = None
 
 
-class PredictRequest(Struct, forbid_unknown_fields=True):
+class PredictRequest(Struct):
     """TEI's POST /predict: one text, a pair [text, text], or a batch of both ([[text], [text, text], ...])
-    through a classifier; every label's score, best first."""
+    through a classifier; every label's score, best first. `truncate` and other fields: as /rerank's."""
 
     inputs: str | list[str | list[str]]
     truncate: bool | None = None

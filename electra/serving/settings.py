@@ -70,6 +70,16 @@ class ServeSettings:
     max_body_bytes: int = field(default=2_000_000, metadata=option("largest request body"))
     max_texts: int = field(default=128, metadata=option("inputs per request"))
     max_chars: int = field(default=50_000, metadata=option("characters per text"))
+    # text-embeddings-inference's --auto-truncate, with its default: what /rerank and /predict do with an
+    # input over the model's length when the request's `truncate` is absent or null. The native routes keep
+    # their own per-route defaults (docs/serving.md).
+    auto_truncate: bool = field(
+        default=True,
+        metadata=option(
+            "/rerank and /predict (TEI's routes): truncate an input over the model's length when the request "
+            "does not say (false: refuse it, 413), as text-embeddings-inference's --auto-truncate"
+        ),
+    )
     # /detect's `suggest` (and fill-mask's top_k): replacements per flagged token a request may ask for.
     max_suggest: int = field(
         default=20, metadata=option("suggestions per flagged token a request may ask for (/detect's suggest)")

@@ -1,40 +1,50 @@
 """text-embeddings-inference's (TEI's) routes for classifiers: `POST /rerank` and `POST /predict`, in the
-shapes of its OpenAPI document (docs/openapi.json of release 1.9.3; tests/fixtures/tei/ holds it) and its
-router (router/src/http/server.rs), translated to the inference core's requests, so a TEI client talks to this
-server unchanged.
+shapes of its OpenAPI document (docs/openapi.json of release 1.9.3; tests/fixtures/tei/ holds it) and with
+the behaviours of its router (router/src/http/server.rs, core/src/tokenization.rs), translated to the
+inference core's requests, so a TEI client talks to this server unchanged.
 
 As TEI: /rerank scores each text against the query with a cross-encoder (a classifier of one output) and
 answers index and score per text, best first (`raw_scores`: the logit, else its sigmoid; `return_text`: the
 text too); /predict takes one text, a pair `[a, b]` or a batch of both (`[[a], [a, b], ...]`) and answers
 every label's score, best first (`raw_scores`: logits, else softmax over the labels, or a sigmoid for a model
-of one output). `truncate` absent or null refuses an input over the model's length (TEI's default without
---auto-truncate) with an error naming the limit; `truncation_direction` says which end a truncated input
-loses. Beyond TEI, which serves one model: `model` names one when the server has several, and a multi-label
+of one output). Scores are float32 values, written as TEI writes them (the shortest decimal that reads back
+as the same float32), and ordered unrounded, of equal scores the later first (TEI's sort). `truncate`
+absent or null takes the server's --auto-truncate (TEI's, true by default); false refuses an input over the
+model's length with an error naming the limit (and the query, when the query alone is too long);
+`truncation_direction` says which end a truncated input loses. An input with no text (a pair: neither side)
+is refused, 400 `Empty`. Fields are read strictly (`raw_scores` is a JSON boolean, not "true" or 1); fields
+TEI's types do not have are ignored, as TEI ignores them, and named in the `Electra-Ignored-Fields` header.
+Beyond TEI, which serves one model: `model` names one when the server has several, and a multi-label
 classifier scores each label with its own sigmoid, as it was trained. Errors answer TEI's
 `{"error", "error_type"}` (electra.serving.error_responses).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import Any, TypeVar
 
+import msgspec
 import numpy as np
-from litestar import post
+from litestar import Request, Response, post
+from litestar.exceptions import ValidationException
 from litestar.openapi import ResponseSpec
-from litestar.params import JSONBody
 
-from electra.serving.core import Classify, Rerank
+from electra.serving.core import Classify, EmptyInput, Rerank, ranked
 from electra.serving.json_body import read_json_body
 from electra.serving.open_inference import ProtocolError
 from electra.serving.postprocess import class_probabilities
-from electra.serving.rounding import rounded
+from electra.serving.rounding import as_float32
 from electra.serving.schemas import Prediction, PredictRequest, Rank, RerankRequest, TEIError
 from electra.serving.state import ServerState
 
+log = logging.getLogger("electra.serving")
+
 TEI_PATHS = frozenset({"/rerank", "/predict"})
 TAGS = ["text-embeddings-inference"]
-# TEI refuses an input over the model's length unless the server runs with --auto-truncate (off by default).
-TRUNCATE_BY_DEFAULT = False
+IGNORED_HEADER = "Electra-Ignored-Fields"
+
+Body = TypeVar("Body", RerankRequest, PredictRequest)
 
 
 def _errors(*codes: int) -> dict[int, ResponseSpec]:
@@ -52,19 +62,24 @@ def tei_routes(state: ServerState, guards: list[Any]) -> list[Any]:
         tags=TAGS,
         responses=_errors(400, 401, 404, 413, 503),
     )
-    async def rerank(data: JSONBody[RerankRequest]) -> list[Rank]:
+    async def rerank(request: Request[Any, Any, Any]) -> Response[list[Rank]]:
         """Every text scored against the query by a cross-encoder, best first (TEI's /rerank)."""
-        request = Rerank(
+        data, ignored = await read_body(request, RerankRequest)
+        rerank = Rerank(
             data.query,
             data.texts,
-            _truncate(data.truncate),
+            _truncate(state, data.truncate),
             data.truncation_direction.lower(),
             data.raw_scores,
+            allow_empty=False,
         )
-        _, ranked = await state.inference.rerank(request, model=data.model)
+        _, scored = await state.inference.rerank(rerank, model=data.model)
+        scores = as_float32([score for _, score in scored])
         if data.return_text:
-            return [Rank(i, score, data.texts[i]) for i, score in ranked]
-        return [Rank(i, score) for i, score in ranked]
+            ranks = [Rank(i, s, data.texts[i]) for (i, _), s in zip(scored, scores, strict=True)]
+        else:
+            ranks = [Rank(i, s) for (i, _), s in zip(scored, scores, strict=True)]
+        return Response(ranks, headers=_named(ignored))
 
     @post(
         "/predict",
@@ -74,22 +89,52 @@ def tei_routes(state: ServerState, guards: list[Any]) -> list[Any]:
         tags=TAGS,
         responses=_errors(400, 401, 404, 413, 503),
     )
-    async def predict(data: JSONBody[PredictRequest]) -> list[Prediction] | list[list[Prediction]]:
+    async def predict(request: Request[Any, Any, Any]) -> Response[list[Prediction] | list[list[Prediction]]]:
         """Every label's score for one input, or for each of a batch, best first (TEI's /predict)."""
+        data, ignored = await read_body(request, PredictRequest)
         single, pairs = predict_inputs(data.inputs)
-        request = Classify(
-            pairs, _truncate(data.truncate), "inputs", data.truncation_direction.lower(), raw_scores=True
+        classify = Classify(
+            pairs,
+            _truncate(state, data.truncate),
+            "inputs",
+            data.truncation_direction.lower(),
+            raw_scores=True,
+            allow_empty=False,
         )
-        runner, classified = await state.inference.classify(request, model=data.model)
+        runner, classified = await state.inference.classify(classify, model=data.model)
         labels = runner.labels or ["LABEL_0"]
         out = [predictions(row, labels, runner.multi_label, data.raw_scores) for row in classified.logits]
-        return out[0] if single else out
+        return Response(out[0] if single else out, headers=_named(ignored))
 
     return [rerank, predict]
 
 
-def _truncate(given: bool | None) -> bool:
-    return TRUNCATE_BY_DEFAULT if given is None else given
+async def read_body(request: Request[Any, Any, Any], kind: type[Body]) -> tuple[Body, list[str]]:
+    """The body (read_json_body decoded it) as `kind`, strictly typed, as TEI's serde reads it (a boolean is
+    true or false, not "true" or 1); and the fields `kind` does not have, which are ignored, as TEI does."""
+    raw = await request.json()
+    try:
+        data = msgspec.convert(raw, kind, strict=True)
+    except msgspec.ValidationError as e:
+        message, _, where = str(e).partition(" - at `$.")
+        problem: dict[str, Any] = {"message": message, "source": "body"}
+        if where:
+            problem["key"] = where.removesuffix("`")
+        raise ValidationException(
+            detail=f"Validation failed for {request.method} {request.url.path}", extra=[problem]
+        ) from None
+    ignored = sorted(k for k in raw if k not in kind.__struct_fields__)
+    if ignored:
+        log.debug("%s: ignored unknown fields %s", request.url.path, ", ".join(ignored))
+    return data, ignored
+
+
+def _named(ignored: list[str]) -> dict[str, str]:
+    return {IGNORED_HEADER: ", ".join(ignored)} if ignored else {}
+
+
+def _truncate(state: ServerState, given: bool | None) -> bool:
+    return state.settings.auto_truncate if given is None else given
 
 
 def predict_inputs(inputs: str | list[str | list[str]]) -> tuple[bool, list[tuple[str, str | None]]]:
@@ -98,7 +143,7 @@ def predict_inputs(inputs: str | list[str | list[str]]) -> tuple[bool, list[tupl
     if isinstance(inputs, str):
         return True, [(inputs, None)]
     if not inputs:
-        raise ProtocolError("'inputs' is empty; send a text, a pair [text, text] or a batch of them")
+        raise EmptyInput("'inputs' is empty; send a text, a pair [text, text] or a batch of them")
     if isinstance(inputs[0], str):
         return True, [_sequence(inputs, "inputs")]
     return False, [_sequence(item, f"inputs[{i}]") for i, item in enumerate(inputs)]
@@ -114,7 +159,8 @@ def _sequence(item: Any, where: str) -> tuple[str, str | None]:
 
 
 def predictions(logits: np.ndarray, labels: list[str], multi_label: bool, raw: bool) -> list[Prediction]:
-    """Every label with its score, the highest first (ties in the labels' order)."""
-    scores = rounded(logits if raw else class_probabilities(logits, multi_label))
-    order = sorted(range(len(scores)), key=lambda i: -scores[i])
-    return [Prediction(scores[i], labels[i]) for i in order]
+    """Every label with its score, the highest first (of equal scores the later label first, as TEI)."""
+    scores = (logits if raw else class_probabilities(logits, multi_label)).tolist()
+    order = ranked(scores)
+    written = as_float32([scores[i] for i in order])
+    return [Prediction(score, labels[i]) for i, score in zip(order, written, strict=True)]
