@@ -65,6 +65,7 @@ class CollapseWatch:
         # Warned once per kind of record: the training log sees the fall first, validation says why.
         self.warned_train = False
         self.warned_val = False
+        self.warned_below_identity = False
         self.context_step: int | None = None
 
     def observe(self, record: dict[str, Any]) -> list[tuple[int, str]]:
@@ -125,6 +126,17 @@ class CollapseWatch:
         if collapsed and not self.warned_val and self.context_step is None:
             self.warned_val = True
             messages.append((logging.WARNING, self._val_warning(step, auc, identity)))
+        if identity is not None and auc < identity - CONTEXT_MARGIN and not self.warned_below_identity:
+            self.warned_below_identity = True
+            messages.append(
+                (
+                    logging.WARNING,
+                    f"step {step}: validation AUC {auc:.3f} is below the {identity:.3f} that token identity "
+                    "alone gives: the discriminator does not use even the words' identity to tell the "
+                    "generator's samples apart (it ranks worse than a table of which words the generator "
+                    "over-samples would)",
+                )
+            )
         return messages
 
     def _val_warning(self, step: int, auc: float, identity: float | None) -> str:
