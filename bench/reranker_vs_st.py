@@ -23,6 +23,7 @@ Writes bench/results/reranker_vs_st_<--name>.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import random
@@ -125,17 +126,20 @@ def train_theirs(args: argparse.Namespace, train_rows: list[dict[str, Any]], out
         examples, shuffle=True, batch_size=args.batch_size, generator=torch.Generator().manual_seed(seed)
     )
     steps = math.ceil(len(examples) / args.batch_size) * args.epochs
-    start = time.perf_counter()
-    model.fit(
-        train_dataloader=loader,
-        epochs=args.epochs,
-        warmup_steps=round(args.warmup_fraction * steps),
-        optimizer_params={"lr": args.lr},
-        weight_decay=args.weight_decay,
-        max_grad_norm=1.0,
-        show_progress_bar=False,
-    )
-    seconds = time.perf_counter() - start
+    # fit() makes its Trainer's output directory, checkpoints/model, in the working directory, and has no
+    # argument for it (output_path is where it saves the best model): run it where that is thrown away.
+    with tempfile.TemporaryDirectory(prefix="cross-encoder-fit-") as scratch, contextlib.chdir(scratch):
+        start = time.perf_counter()
+        model.fit(
+            train_dataloader=loader,
+            epochs=args.epochs,
+            warmup_steps=round(args.warmup_fraction * steps),
+            optimizer_params={"lr": args.lr},
+            weight_decay=args.weight_decay,
+            max_grad_norm=1.0,
+            show_progress_bar=False,
+        )
+        seconds = time.perf_counter() - start
     model.save(str(out))
     return seconds
 

@@ -40,6 +40,7 @@ from electra.files import (
 )
 from electra.logs import say
 from electra.serving.schemas import DEFAULT_THRESHOLD
+from electra.threads import use_free_cores
 
 # The demo model: ELECTRA's tiny preset, batch 32, lr 5e-4 with a 10% warm-up. On 2 CPU cores, on the 2.6 MB
 # corpus of the pinned PyTorch docstrings, 600 steps took about 3.3 minutes and the whole demo 3 min 45 s; the
@@ -119,7 +120,7 @@ class DemoConfig:
     workdir: Path = Path("electra-demo")
     vocab_size: int = 16384
     max_seq_len: int = 128
-    corpus_mb: int = 20
+    corpus_mb: int | None = None  # a cap on the corpus; None: all the docstrings (2.6 MB from torch 2.13.0)
     steps: int = 600
     fresh: bool = False
     workers: int = 1
@@ -479,11 +480,12 @@ def _example_stage(paths: DemoPaths, fresh: bool = False) -> DemoExample:
 
 
 def _corpus(paths: DemoPaths, cfg: DemoConfig) -> Path:
-    from electra.training.data.demo_corpus import cached_demo_corpus
+    from electra.training.data.demo_corpus import DEFAULT_MAX_BYTES, cached_demo_corpus
 
     if cfg.fresh and paths.corpus.exists():
         shutil.rmtree(paths.corpus)
-    return cached_demo_corpus(paths.corpus, progress=cfg.progress, max_bytes=cfg.corpus_mb * 1_000_000)
+    max_bytes = DEFAULT_MAX_BYTES if cfg.corpus_mb is None else cfg.corpus_mb * 1_000_000
+    return cached_demo_corpus(paths.corpus, progress=cfg.progress, max_bytes=max_bytes)
 
 
 def _tokenizer(paths: DemoPaths, corpus: Path, cfg: DemoConfig) -> None:
@@ -535,6 +537,7 @@ def _pretrain_stage(paths: DemoPaths, cfg: DemoConfig) -> bool:
         _say(f"reusing {paths.discriminator}")
         return False
     resume = not cfg.fresh and (paths.run / CHECKPOINTS_DIR).is_dir()
+    use_free_cores("pre-training", "electra.demo")
     result = pretrain(
         PretrainConfig(
             data=paths.data,

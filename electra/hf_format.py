@@ -174,12 +174,9 @@ def _read_config(
 ) -> tuple[ElectraConfig, Kind, str | None, ClassifierHead]:
     """The model's config (with overrides), the model kind to load, the architecture config.json names and
     the classifier head it records."""
-    if not path.exists():
-        raise InputError(
-            f"{path}: no such directory; pass a model directory (config.json + model.safetensors)"
-        )
     if not path.is_dir():
-        raise InputError(f"{path}: not a directory; pass a model directory (config.json + model.safetensors)")
+        what = "not a directory" if path.exists() else "no such directory"
+        raise InputError(f"{path}: {what} (pass a model directory, with config.json and its weights)")
     config_path = path / CONFIG_JSON
     if not config_path.is_file():
         raise InputError(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import random
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+_UNTRACKED = pytest.StashKey[set[str] | None]()
 # The one form of a command's error line: `electra <command>: error: <what> (<what to do>)`.
 ERROR_LINE = re.compile(r"^electra(?: [a-z]+)*: error: .+ \(.+\)$")
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -24,6 +27,16 @@ def _hub_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never download: a Hub id that is not in a cache the test built fails at once, even on a machine
     with network access (subprocesses inherit it). Tests of the online path take it out themselves."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def _threads_fixed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The training commands take as many threads as cores are free when they start (electra.threads), which
+    on a shared machine changes from one command to the next; the tests that compare two runs need them
+    equal, so OMP_NUM_THREADS, which the commands obey, is set. tests/test_threads.py takes it out."""
+    from electra.threads import THREADS_ENV, usable_cores
+
+    monkeypatch.setenv(THREADS_ENV, os.environ.get(THREADS_ENV) or str(usable_cores()))
 
 
 @pytest.fixture(autouse=True)
@@ -44,6 +57,46 @@ def _restore_logging() -> Iterator[None]:
     electra.setLevel(saved[2])
     logs._configured = saved[3]
     logging.captureWarnings(False)
+
+
+def _untracked() -> set[str] | None:
+    """The untracked entries at the top of the checkout that git does not ignore, empty directories included
+    (None without git): where a relative path lands when the suite runs from the root, as CI and the README
+    run it. (Deeper ones would also catch a file someone is writing beside a running suite.)"""
+    try:
+        out = subprocess.run(
+            ["git", "ls-files", "--others", "--exclude-standard", "--directory"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {path for path in out.stdout.splitlines() if "/" not in path.rstrip("/")}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_UNTRACKED] = _untracked()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The suite fails if it left a file or directory in the repository that was not there before (a test
+    writes into its tmp_path, never the checkout); xdist workers leave the check to the controller."""
+    before = session.config.stash.get(_UNTRACKED, None)
+    if before is None or hasattr(session.config, "workerinput"):
+        return
+    left = sorted((_untracked() or before) - before)
+    if left:
+        message = f"the tests left in the repository: {', '.join(left)} (a test must write under tmp_path)"
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(message, red=True)
+        else:
+            print(message, file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

@@ -40,11 +40,12 @@ def test_qnli_relevance_keeps_questions_apart(tmp_path: Path) -> None:
         assert f"answer {n}." not in row["negative"][1:]
 
 
-def test_ours_and_cross_encoder_fit_train_alike(tmp_path: Path) -> None:
+def test_ours_and_cross_encoder_fit_train_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The bench's two configurations are one training: from the same weights (head included), dropout off,
     one full batch per step (so batch order cannot differ), `--task rerank` and `CrossEncoder.fit` end at the
     same weights, to float rounding amplified by Adam over 8 steps. A different weight decay (or decay on
-    other parameters), warmup or learning rate moves some weight 35x further than that."""
+    other parameters), warmup or learning rate moves some weight 35x further than that. Nothing is left in
+    the working directory (fit() makes checkpoints/model there)."""
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("datasets")
     import argparse
@@ -83,8 +84,12 @@ def test_ours_and_cross_encoder_fit_train_alike(tmp_path: Path) -> None:
     args = argparse.Namespace(
         model=start, epochs=8, lr=1e-2, batch_size=32, max_seq_len=128, warmup_fraction=0.25, weight_decay=0.1
     )
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
     rr.train_ours(args, train, dev_path, tmp_path / "ours", seed=1)
     rr.train_theirs(args, rows, tmp_path / "theirs", seed=1)
+    assert not list(cwd.iterdir()), "the bench left files in the working directory"
     ours = load_file(tmp_path / "ours" / "model.safetensors")
     theirs = load_file(tmp_path / "theirs" / "model.safetensors")
     initial = load_file(start / "model.safetensors")

@@ -271,3 +271,18 @@ def test_serve_demo_pre_fills_the_page_and_prints_a_curl_of_the_example(
     assert json.loads(argv[argv.index("-d") + 1]) == {"text": text, "level": "word"}
     # Its answer pretty-printed, for a person to read.
     assert argv[argv.index("-d") + 2 :] == ["|", "python", "-m", "json.tool"]
+
+
+def test_corpus_mb_help_says_how_big_the_corpus_is(capsys: pytest.CaptureFixture[str]) -> None:
+    """--corpus-mb is a cap: its help gives the size of the whole corpus, which the default keeps."""
+    from electra.cli.main import main
+    from electra.training.data.demo_corpus import DEFAULT_MAX_BYTES, REFERENCE_CORPUS
+
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    size = f"{REFERENCE_CORPUS.bytes / 1e6:.1f} MB"
+    assert (
+        f"--corpus-mb CORPUS_MB cut the demo corpus at this many MB (default: no cut, all {size} of" in shown
+    )
+    assert demo.DemoConfig().corpus_mb is None and REFERENCE_CORPUS.bytes < DEFAULT_MAX_BYTES

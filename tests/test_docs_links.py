@@ -18,6 +18,7 @@ DOCS = sorted(
         *(ROOT / "bench").glob("*.md"),
         *(ROOT / "experiments").glob("*.md"),
         *(ROOT / "loadtests").glob("*.md"),
+        *(ROOT / "helm").glob("*.md"),
     ]
     if p.is_file()
 )
@@ -64,3 +65,14 @@ def test_every_link_resolves(doc: Path) -> None:
         elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
             broken.append(f"{target}: no heading with that anchor in {dest.relative_to(ROOT)}")
     assert not broken, f"{doc.relative_to(ROOT)}:\n" + "\n".join(broken)
+
+
+# A section named in words ("the README's reliability section") instead of linked: nothing checks that it is
+# still there, so the documentation links to sections instead.
+SECTION_IN_WORDS = re.compile(r"\b(?:the )?[\w./-]+'s [\w -]{1,40}? section\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_sections_are_linked_not_named(doc: Path) -> None:
+    named = SECTION_IN_WORDS.findall(FENCE.sub("", doc.read_text(encoding="utf-8")))
+    assert not named, f"{doc.relative_to(ROOT)} names sections instead of linking them: {named}"

@@ -15,7 +15,7 @@ from electra.config import ElectraConfig
 from electra.hf_format import save_hf_dir
 from electra.model import ElectraDiscriminator
 from electra.training.finetune.encoding import EncodedExamples
-from electra.training.finetune.evaluate import evaluate_model
+from electra.training.finetune.evaluate import evaluate, evaluate_model
 from electra.training.finetune.predict import predict_file
 
 from .conftest import shared_path
@@ -130,7 +130,16 @@ def test_custom_csv_classification_end_to_end(
     assert set(results["per_seed"]) == {"1", "2"} and results["selected_seed"] in (1, 2)
     assert results["median"]["dev"]["accuracy"] > 0.9  # the cue word decides the label
     assert len(results["per_seed"]["1"]["epochs"]) == 4
-    capsys.readouterr()
+    printed = capsys.readouterr()
+    # The majority-class baseline beside the score; a model that beats it draws no warning.
+    majority = results["majority_class"]["dev"]
+    dev_labels = [label for _, label in _sentiment_rows(100, 2)]
+    share = max(dev_labels.count("pos"), dev_labels.count("neg")) / 100
+    assert majority["baseline"] == pytest.approx(share) and majority["examples"] == 100
+    assert f"majority-class baseline accuracy {share:.4f}" in printed.out
+    assert "majority-class baseline" not in printed.err
+    loads = transformers_line(printed.out)
+    assert loads == f'pipeline("text-classification", model="{out}", trust_remote_code=True)'
 
     # The default (official) recipe saves the official linear head, which transformers' class refuses; the
     # remote code saved with it gives transformers' Auto class and pipeline our logits. Without
@@ -145,6 +154,8 @@ def test_custom_csv_classification_end_to_end(
     with pytest.raises(ValueError, match="trust_remote_code=True"):
         transformers.pipeline("text-classification", model=str(out))
     _transformers_gives_our_logits(out)
+    # The line `electra finetune` printed loads the model as it is.
+    assert eval(loads, {"pipeline": transformers.pipeline})("the movie was great .")[0]["label"] == "pos"
     capsys.readouterr()  # transformers' own "Do you wish to run the custom code? [y/N]" prompts
 
     assert main(["evaluate", "--task", "custom", "--model", str(out), "--dev", str(dev), "--json"]) == 0
@@ -174,9 +185,59 @@ def test_custom_csv_classification_end_to_end(
     assert pred.read_text().splitlines()[1:] == ["0\tpos", "1\tneg"]
 
     # The library functions behind the two commands give what the commands print and write.
-    assert evaluate_model(out, "custom", dev=dev, device="cpu") == evaluated
+    assert evaluate(out, "custom", dev=dev, device="cpu").to_json() == evaluated
+    assert evaluated["dev"]["majority_class"] == results["majority_class"]["dev"]
+    assert evaluate_model(out, "custom", dev=dev, device="cpu") == {
+        "dev": {k: v for k, v in evaluated["dev"].items() if k != "majority_class"}
+    }
     rows = predict_file(out, "custom", unlabeled, device="cpu")
     assert ["\t".join(r) for r in rows] == pred.read_text().splitlines()
+
+
+def transformers_line(stdout: str) -> str:
+    """The transformers call `electra finetune` printed (its comment left out)."""
+    lines = [line for line in stdout.splitlines() if line.strip().startswith("transformers: ")]
+    assert len(lines) == 1, stdout
+    return lines[0].strip().removeprefix("transformers: ").split("  #")[0]
+
+
+def test_a_model_that_answers_one_label_is_called_out(word_model: Path, tmp_path: Path, capsys) -> None:
+    """Trained on texts that say nothing about a label that is nearly always "pos", the model answers "pos" to
+    everything; on a dev set mostly "neg" that scores below the majority-class baseline. Both commands say
+    so and print the baseline beside the score."""
+    rng = random.Random(0)
+    texts = [
+        " ".join(rng.choices(["the", "movie", "was", "plot", "and", "very"], k=5)) + " ." for _ in range(80)
+    ]
+    train = _write_csv(tmp_path / "train.csv", [(t, "neg" if i == 0 else "pos") for i, t in enumerate(texts)])
+    dev = _write_csv(tmp_path / "dev.csv", [(t, "pos" if i < 8 else "neg") for i, t in enumerate(texts[:20])])
+    out = tmp_path / "clf"
+    args = custom_args(train, dev, word_model, out, "--epochs", "2", "--lr", "2e-3", "--head", "hf")
+    assert main(args) == 0
+    printed = capsys.readouterr()
+    results = json.loads((out / "eval_results.json").read_text())
+    majority = results["majority_class"]["dev"]
+    assert majority["predicted"] == {"pos": 20}, majority
+    assert (majority["majority"], majority["baseline"], majority["score"]) == ("neg", 0.6, 0.4)
+    assert (
+        'the model answers "pos" for all 20 examples, accuracy 0.4000 against the majority-class '
+        in printed.err
+    )
+    assert 'accuracy 0.4000; majority-class baseline accuracy 0.6000 ("neg" for all 20)' in printed.out
+    # transformers' own head (--head hf) loads without remote code.
+    loads = transformers_line(printed.out)
+    assert loads == f'pipeline("text-classification", model="{out}")'
+    import transformers
+
+    assert eval(loads, {"pipeline": transformers.pipeline})("the movie .")[0]["label"] == "pos"
+
+    assert main(["evaluate", "--task", "custom", "--model", str(out), "--dev", str(dev)]) == 0
+    printed = capsys.readouterr()
+    assert 'the model answers "pos" for all 20 examples' in printed.err
+    assert (
+        printed.out.strip()
+        == 'custom dev: accuracy 0.4000; majority-class baseline accuracy 0.6000 ("neg" for all 20)'
+    )
 
 
 def test_same_seed_same_results_on_cpu(word_model: Path, tmp_path: Path) -> None:
@@ -255,7 +316,7 @@ def test_bad_inputs(word_model: Path, tmp_path: Path, capsys, case: str) -> None
     train = _write_csv(tmp_path / "train.csv", _sentiment_rows(20, 1))
     model, dev, extra, needle = word_model, train, [], ""
     if case == "missing model":
-        model, needle = tmp_path / "nothing", "does not exist"
+        model, needle = tmp_path / "nothing", "no such directory"
     elif case == "not a model dir":
         model, needle = tmp_path, "not a model directory"
     elif case == "no tokenizer":
@@ -317,9 +378,12 @@ def test_tiny_model_on_an_sst2_slice_beats_the_majority_baseline(tmp_path: Path,
         "--quiet",
     ]
     assert main(args) == 0
-    acc = json.loads((out / "eval_results.json").read_text())["median"]["dev"]["accuracy"]
+    results = json.loads((out / "eval_results.json").read_text())
+    acc = results["median"]["dev"]["accuracy"]
     majority = 444 / 872  # SST-2 dev: 444 positive of 872
     assert acc > majority + 0.08, acc
+    assert results["majority_class"]["dev"]["majority"] == "positive"
+    assert results["majority_class"]["dev"]["baseline"] == pytest.approx(majority)
     # GLUE's label names, not the files' "0"/"1": what /classify and transformers' pipeline answer with.
     assert json.loads((out / "config.json").read_text())["id2label"] == {"0": "negative", "1": "positive"}
     import transformers

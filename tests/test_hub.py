@@ -362,7 +362,7 @@ def test_local_paths_still_work_and_missing_ones_error_as_before(
     assert f"{missing} does not exist" in one_line_error(capsys)
     args = ["finetune", "--task", "sst2", "--model", str(missing), "--out", str(tmp_path / "o")]
     assert main([*args, "--data-dir", str(tmp_path)]) == 2
-    assert f"--model {missing} does not exist" in one_line_error(capsys)
+    assert f"--model {missing}: no such directory" in one_line_error(capsys)
     assert main(["export", "--model", "./nothing", "--out", str(tmp_path / "b")]) == 2
     assert "nothing" in one_line_error(capsys)
     assert main(["tokenizer", "show", "--tokenizer", str(cached_repo), "--revision", "v1", "x"]) == 2

@@ -454,3 +454,37 @@ def test_tagger_exports_with_per_token_parity_and_loads_in_optimum(root: Path, p
     else:  # int8 moves logits, not most predictions
         assert (via_optimum[real].argmax(-1) == via_hf[real].argmax(-1)).mean() > 0.9
     assert ModelRunner("tagger", out).labels == list(TAGS.values())
+
+
+def test_export_prints_the_dev_accuracy_beside_the_majority_baseline(tmp_path: Path, capsys) -> None:
+    """What bundle.json records of the dev set, `electra export` prints: both accuracies, and the accuracy of
+    answering the most frequent label to everything, which a classifier has to beat."""
+    from electra.cli.main import main
+
+    model = make_model_dir(tmp_path, "classifier", tiny_config(id2label={0: "negative", 1: "positive"}))
+    sst2 = tmp_path / "glue" / "SST-2"
+    sst2.mkdir(parents=True)
+    labels = [1, 1, 0, 1, 1, 0, 1]  # 5 of 7 positive
+    rows = [f"{' '.join(WORDS[i : i + 6])}\t{label}" for i, label in enumerate(labels)]
+    (sst2 / "dev.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    out = tmp_path / "bundle"
+    args = [
+        "export",
+        "--model",
+        str(model),
+        "--out",
+        str(out),
+        "--task",
+        "sst2",
+        "--data-dir",
+        str(sst2.parent),
+    ]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    dev = json.loads((out / "bundle.json").read_text())["dev_accuracy"]
+    assert dev["examples"] == 7
+    assert (
+        f"dev accuracy on 7 examples: {dev['accuracy_onnx']:.4f} exported, {dev['accuracy_pytorch']:.4f} "
+        f"PyTorch ({dev['drop_points']:.2f} points lost, predictions agree "
+        f"{dev['prediction_agreement']:.1%}); majority-class baseline 0.7143"
+    ) in printed

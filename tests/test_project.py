@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import time
 from pathlib import Path
@@ -56,6 +57,12 @@ def test_demo_builds_every_stage_serves_the_bundle_and_reuses_stages(tmp_path: P
     assert main([*argv, "--no-serve", "--quiet"]) == 0
     out, err = capsys.readouterr()
     assert "demo corpus" in err and "bundle ready" in out
+    # One line says how many threads pre-training took and why (the tests fix them with OMP_NUM_THREADS).
+    threads = os.environ["OMP_NUM_THREADS"]
+    assert (
+        f"pre-training on {threads} CPU thread{'s' if threads != '1' else ''} (OMP_NUM_THREADS={threads})"
+        in err
+    )
     data = PretrainingData.open(work / "data")
     assert len(data.train) > 100 and len(data.val) > 0
     assert data.manifest["tokenizer"]["vocab_size"] <= 2000
@@ -76,4 +83,5 @@ def test_demo_builds_every_stage_serves_the_bundle_and_reuses_stages(tmp_path: P
 
     # A second run reuses every finished stage.
     assert main([*argv, "--no-serve", "--quiet"]) == 0
-    assert capsys.readouterr().err.count("reusing") == 5
+    err = capsys.readouterr().err
+    assert err.count("reusing") == 5 and "CPU thread" not in err

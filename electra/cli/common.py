@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from electra.errors import InputError
 from electra.sizes import SIZES
 
 DEFAULT_CACHE = Path(os.environ.get("ELECTRA_CACHE", Path.home() / ".cache" / "electra"))
@@ -35,6 +36,21 @@ def show_progress(args: argparse.Namespace) -> bool:
     """Whether to show progress: always unless --quiet. electra.progress picks a bar on a terminal and a
     periodic plain line elsewhere (a log file, nohup, a container)."""
     return not args.quiet
+
+
+def model_path(ref: str, revision: str | None, option: str = "--model") -> Path:
+    """A model option as a local directory: a Hub id is fetched into (or found in) the Hugging Face cache;
+    InputError naming both kinds when `ref` is neither an existing directory nor a Hub id."""
+    from electra.hub import EXAMPLE_ID, resolve
+
+    path = resolve(ref, revision, what="model")
+    if not path.is_dir():
+        what = "not a directory" if path.exists() else "no such directory"
+        raise InputError(
+            f"{option} {ref}: {what} (pass a model directory, with config.json and its weights, or a "
+            f"Hugging Face Hub id such as {EXAMPLE_ID})"
+        )
+    return path
 
 
 def default_workers() -> int:

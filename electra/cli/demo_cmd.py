@@ -7,14 +7,22 @@ from pathlib import Path
 
 from electra.cli.common import add_progress_flag, default_workers, positive_int, show_progress
 from electra.demo import DemoConfig, build_demo, check_can_serve_demo, serve_command, serve_demo
+from electra.training.data.demo_corpus import REFERENCE_CORPUS
 
 _DEFAULTS = DemoConfig()
-# (DemoConfig field, argument type, help): the defaults come from DemoConfig.
+_PINNED = ", ".join(f"{name} {version}" for name, version in REFERENCE_CORPUS.sources.items())
+# (DemoConfig field, argument type, help): the defaults come from DemoConfig (a None one is described in the
+# help).
 _OPTIONS = (
     ("workdir", Path, "where to put everything"),
     ("vocab_size", positive_int, "tokenizer vocabulary"),
     ("max_seq_len", int, "tokens per example"),
-    ("corpus_mb", positive_int, "size of the demo corpus in MB"),
+    (
+        "corpus_mb",
+        positive_int,
+        f"cut the demo corpus at this many MB (default: no cut, all {REFERENCE_CORPUS.bytes / 1e6:.1f} MB "
+        f"of docstrings in the pinned {_PINNED})",
+    ),
     ("steps", positive_int, "pre-training steps"),
 )
 
@@ -32,9 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     for name, kind, what in _OPTIONS:
         default = getattr(_DEFAULTS, name)
-        p.add_argument(
-            f"--{name.replace('_', '-')}", type=kind, default=default, help=f"{what} (default {default})"
-        )
+        shown = what if default is None else f"{what} (default {default})"
+        p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=default, help=shown)
     p.add_argument("--fresh", action="store_true", help="rebuild every stage even if its output exists")
     p.add_argument("--no-serve", action="store_true", help="stop after exporting the bundle")
     p.add_argument("--host", default="127.0.0.1", help="where to serve (default 127.0.0.1)")

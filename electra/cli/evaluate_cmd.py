@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
 
 from electra.cli.task_args import (
@@ -15,6 +16,8 @@ from electra.cli.task_args import (
     model_dir,
     shown_metrics,
 )
+
+log = logging.getLogger("electra.cli")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_evaluate(args: argparse.Namespace) -> int:
     from electra.training.finetune.evaluate import evaluate
 
-    results = evaluate(
+    evaluation = evaluate(
         model_dir(args),
         args.task,
         data_dir=args.data_dir,
@@ -43,9 +46,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
         max_seq_len=args.max_seq_len,
         device=args.device,
     )
+    for split, check in evaluation.checks.items():
+        if (warning := check.warning(split)) is not None:
+            log.warning("%s %s", args.task, warning)
     if args.json:
-        print(json.dumps(results, indent=2))
-    else:
-        for name, metrics in results.items():
-            print(f"{args.task} {name}: {shown_metrics(metrics)}")
+        print(json.dumps(evaluation.to_json(), indent=2))
+        return 0
+    for name, metrics in evaluation.metrics.items():
+        check = evaluation.checks.get(name)
+        print(f"{args.task} {name}: {shown_metrics(metrics)}" + (f"; {check.beside()}" if check else ""))
     return 0

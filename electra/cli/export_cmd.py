@@ -7,9 +7,11 @@ import argparse
 import inspect
 import json
 import logging
+from collections import Counter
 from pathlib import Path
 
 from electra.bundle import PRECISIONS
+from electra.cli.common import model_path
 from electra.errors import ElectraError, InputError
 from electra.files import CONFIG_JSON, DISCRIMINATOR_DIR, EVAL_RESULTS_JSON, GENERATOR_DIR, MODEL_ONNX
 from electra.hub import LOCAL_OR_HUB, REVISION_HELP
@@ -118,16 +120,16 @@ def run_export(args: argparse.Namespace) -> int:
         raise ElectraError(
             f"electra export needs {', '.join(missing)}: install both extras with pip install 'electra[all]'"
         )
-    from electra.hub import resolve
     from electra.onnx.fusion import fused_summary
 
     # A Hub id becomes its snapshot in the Hugging Face cache; the stage takes local directories only.
-    args.model = _in_run(resolve(args.model, args.revision, what="model"), DISCRIMINATOR_DIR)
+    args.model = _in_run(model_path(args.model, args.revision), DISCRIMINATOR_DIR)
     generator = None
     if args.generator is not None:
-        generator = _in_run(resolve(args.generator, args.generator_revision, what="model"), GENERATOR_DIR)
+        generator = _in_run(model_path(args.generator, args.generator_revision, "--generator"), GENERATOR_DIR)
     elif args.generator_revision is not None:
         raise InputError("--generator-revision goes with --generator")
+    dev_set = _dev_set(args)
     meta = export_bundle(
         args.model,
         args.out,
@@ -135,13 +137,15 @@ def run_export(args: argparse.Namespace) -> int:
         opset=args.opset,
         max_seq_len=args.max_seq_len,
         overwrite=args.overwrite,
-        dev_set=_dev_set(args),
+        dev_set=dev_set,
         generator_dir=generator,
     )
     size = (args.out / MODEL_ONNX).stat().st_size / 1e6
     fused = fused_summary(meta["fused_operators"])
     print(f"wrote {args.out}: {meta['kind']} {meta['precision']}, {size:.1f} MB; fused: {fused}")
     log.info("parity with PyTorch: %s", _parity_line(meta["parity"]))
+    if meta.get("dev_accuracy") and dev_set is not None:
+        print(f"  {_dev_line(meta['dev_accuracy'], dev_set[1])}")
     if meta.get("generator"):
         gen = meta["generator"]
         size = (args.out / GENERATOR_DIR / MODEL_ONNX).stat().st_size / 1e6
@@ -149,6 +153,17 @@ def run_export(args: argparse.Namespace) -> int:
         print(f"  with its generator: {size:.1f} MB, top-1 agreement with PyTorch {top1:.3f}")
         log.info("generator parity with PyTorch: %s", _parity_line(gen["parity"]))
     return 0
+
+
+def _dev_line(dev: dict, labels: list[int]) -> str:
+    """The dev accuracy the export measured (bundle.json's dev_accuracy), beside the majority-class
+    baseline: the accuracy of answering the dev set's most frequent label to everything."""
+    majority = Counter(labels).most_common(1)[0][1] / len(labels)
+    return (
+        f"dev accuracy on {dev['examples']:,} examples: {dev['accuracy_onnx']:.4f} exported, "
+        f"{dev['accuracy_pytorch']:.4f} PyTorch ({dev['drop_points']:.2f} points lost, predictions agree "
+        f"{dev['prediction_agreement']:.1%}); majority-class baseline {majority:.4f}"
+    )
 
 
 def _parity_line(parity: dict) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 from pathlib import Path
 
@@ -17,11 +18,14 @@ from electra.cli.task_args import (
     model_dir,
     shown_metrics,
 )
-from electra.files import EVAL_RESULTS_JSON
+from electra.files import CONFIG_JSON, EVAL_RESULTS_JSON
+from electra.linear_head import LINEAR_MODEL_TYPE
 from electra.sizes import DEFAULT_FINETUNE_LR as DEFAULT_LR
 from electra.sizes import DEFAULT_LAYERWISE_LR_DECAY as DEFAULT_DECAY
 from electra.sizes import SIZES
+from electra.threads import use_free_cores
 from electra.training.device import PRECISIONS
+from electra.training.finetune.baseline import MajorityCheck
 from electra.training.finetune.config import FinetuneConfig
 from electra.training.finetune.recipe import CHOICES, OVERRIDABLE, RECIPES, Recipe
 from electra.training.finetune.tasks import TASKS
@@ -169,7 +173,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_finetune(args: argparse.Namespace) -> int:
-    from electra.training.finetune.run import finetune
+    from electra.training.finetune.run import trainer_for
 
     cfg = FinetuneConfig(
         task=args.task,
@@ -198,10 +202,31 @@ def run_finetune(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         progress=show_progress(args),
     )
-    summary = finetune(cfg)
+    trainer = trainer_for(cfg)
+    use_free_cores("fine-tuning")
+    summary = trainer.run()
+    checks = {split: MajorityCheck(**d) for split, d in summary.get("majority_class", {}).items()}
     for split, metrics in summary["median"].items():
-        print(
+        line = (
             f"{summary['task']} {split} (median of {len(summary['seeds'])} seed(s)): {shown_metrics(metrics)}"
         )
+        print(line + (f"; {checks[split].beside()}" if split in checks else ""))
     print(f"wrote {args.out} (seed {summary['selected_seed']}) with {EVAL_RESULTS_JSON}")
+    print(f"  transformers: {transformers_line(args.out)}")
     return 0
+
+
+def transformers_line(model_dir: Path) -> str:
+    """The one line that loads a model `electra finetune` wrote with transformers' pipeline: the official
+    linear head runs as the code saved beside it, which transformers runs only with trust_remote_code=True
+    (without it, it asks [y/N] and then raises)."""
+    config = json.loads((model_dir / CONFIG_JSON).read_text(encoding="utf-8"))
+    tagger = "ElectraForTokenClassification" in (config.get("architectures") or [])
+    task = "token-classification" if tagger else "text-classification"
+    call = f"pipeline({json.dumps(task)}, model={json.dumps(str(model_dir))}"
+    if config.get("model_type") == LINEAR_MODEL_TYPE:
+        return (
+            f"{call}, trust_remote_code=True)  # the official head runs as code saved with the model; "
+            "--head hf saves transformers' own"
+        )
+    return call + ")"

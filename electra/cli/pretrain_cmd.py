@@ -13,6 +13,7 @@ from electra.config import ElectraConfig
 from electra.errors import InputError
 from electra.hub import LOCAL_OR_HUB, REVISION_HELP
 from electra.sizes import SIZES
+from electra.threads import use_free_cores
 from electra.training.device import DEVICES, PRECISIONS
 from electra.training.pretrain.config import (
     ADAMS,
@@ -225,6 +226,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
         options["init"] = resolve(args.init, args.revision, what="model")
     elif args.revision is not None:
         raise InputError("--revision goes with --init (a Hugging Face Hub id); drop it or add --init")
+    use_free_cores("pre-training")
     result = pretrain(PretrainConfig(**options, progress=show_progress(args)))
     last = result["last"]
     if result["stopped"]:

@@ -7,7 +7,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from electra.cli.common import positive_int
+from electra.cli.common import model_path, positive_int
 from electra.hub import LOCAL_OR_HUB, REVISION_HELP
 from electra.training.device import DEVICES
 from electra.training.finetune.config import CustomColumns, FinetuneConfig
@@ -87,9 +87,7 @@ def inference_args(p: argparse.ArgumentParser) -> None:
 
 def model_dir(args: argparse.Namespace) -> Path:
     """--model as a local directory: a Hub id is fetched into (or found in) the Hugging Face cache."""
-    from electra.hub import resolve
-
-    return resolve(args.model, args.revision, what="model")
+    return model_path(args.model, args.revision)
 
 
 def columns(args: argparse.Namespace, labels: bool = True) -> CustomColumns:

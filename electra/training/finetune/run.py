@@ -15,7 +15,11 @@ from electra.training.finetune.tagging_tasks import is_tagging_task
 from electra.training.finetune.trainer import FinetuneTrainer
 
 
+def trainer_for(cfg: FinetuneConfig) -> FinetuneTrainer:
+    """The task's trainer, its inputs checked (a mistake fails here, before any training)."""
+    return TaggerTrainer(cfg) if is_tagging_task(cfg.task) else FinetuneTrainer(cfg)
+
+
 def finetune(cfg: FinetuneConfig) -> dict[str, Any]:
     """Fine-tune as `cfg` says and save the best seed's model; returns the content of eval_results.json."""
-    trainer = TaggerTrainer(cfg) if is_tagging_task(cfg.task) else FinetuneTrainer(cfg)
-    return trainer.run()
+    return trainer_for(cfg).run()

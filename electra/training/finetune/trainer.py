@@ -33,6 +33,7 @@ from electra.progress import progress
 from electra.sizes import finetune_recipe
 from electra.tokenizer import special_ids, tokenizer_files
 from electra.training.device import autocast, resolve_device, resolve_precision
+from electra.training.finetune.baseline import MajorityCheck, majority_check
 from electra.training.finetune.config import FinetuneConfig
 from electra.training.finetune.data import double_unordered, load_datasets, subsample
 from electra.training.finetune.encoding import encode
@@ -77,6 +78,8 @@ class FinetuneTrainer:
         self.epochs = cfg.epochs or self.task.default_epochs
         self.total_steps = self.epochs * math.ceil(len(self.train_data) / cfg.batch_size)
         self.best: tuple[float, int, nn.Module] | None = None  # (main dev metric, seed, model on CPU)
+        # The last evaluation's majority-class checks by dev split (single-label classification only).
+        self.checks: dict[str, MajorityCheck] = {}
 
     def load_data(self) -> None:
         """The task, its encoded training set and dev splits (and the regression target scale)."""
@@ -162,8 +165,9 @@ class FinetuneTrainer:
                     bar.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
 
     def evaluate(self) -> Metrics:
-        """The task's metrics on every labeled dev split (regression outputs on the labels' scale)."""
-        results = {}
+        """The task's metrics on every labeled dev split (regression outputs on the labels' scale); the
+        majority-class checks go to `self.checks`."""
+        results, self.checks = {}, {}
         for name, d in self.dev_data.items():
             if d.labels is None:
                 continue
@@ -171,6 +175,8 @@ class FinetuneTrainer:
             if self.scale is not None:
                 logits = logits * self.scale[1] + self.scale[0]
             results[name] = score(self.task, logits, d.labels, d.groups)
+            if (check := majority_check(self.task, logits, d.labels)) is not None:
+                self.checks[name] = check
         return results
 
     def train_seed(self, seed: int) -> dict[str, Any]:
@@ -183,28 +189,41 @@ class FinetuneTrainer:
             per_epoch.append({"epoch": epoch + 1, **self.evaluate()})
         if bar is not None:
             bar.close()
-        return {"epochs": per_epoch, "final": per_epoch[-1], "newly_initialized": self.newly_initialized}
+        result = {"epochs": per_epoch, "final": per_epoch[-1], "newly_initialized": self.newly_initialized}
+        if self.checks:
+            result["majority_class"] = {split: check.to_dict() for split, check in self.checks.items()}
+        return result
 
-    def keep_if_best(self, seed: int, final: dict[str, Any]) -> None:
+    def keep_if_best(self, seed: int, final: dict[str, Any]) -> bool:
         """Keep this seed's model if its main dev metric beats the best so far: a tie or nan does not, and any
-        number beats a nan (a first seed without the metric, or diverged, must not block every later one)."""
+        number beats a nan (a first seed without the metric, or diverged, must not block every later one).
+        True when it was kept."""
         value = final.get(self.task.dev_splits[0], {}).get(self.task.main_metric, float("nan"))
         if self.best is None or (
             not math.isnan(value) and (math.isnan(self.best[0]) or value > self.best[0])
         ):
             self.best = (value, seed, self.model.cpu())
+            return True
+        return False
 
     def run(self) -> dict[str, Any]:
         """Every seed, then the best model saved with eval_results.json; returns that file's content."""
         started = time.perf_counter()
         per_seed: dict[str, Any] = {}
+        kept_checks: dict[str, MajorityCheck] = {}  # the kept seed's
         for seed in self.cfg.seeds:
             result = self.train_seed(seed)
             per_seed[str(seed)] = result
-            self.keep_if_best(seed, result["final"])
+            if self.keep_if_best(seed, result["final"]):
+                kept_checks = self.checks
             log.info("%s seed %s: %s", self.task.name, seed, _describe(result["final"]))
         assert self.best is not None
         summary = self.summary(per_seed, time.perf_counter() - started)
+        if kept_checks:
+            summary["majority_class"] = per_seed[str(self.best[1])]["majority_class"]
+        for split, check in kept_checks.items():
+            if (warning := check.warning(split)) is not None:
+                log.warning("%s %s", self.task.name, warning)
         self.save(self.best[2], summary)
         return summary
 
