@@ -9,9 +9,9 @@ example as the demo does; "torch_default" with OMP_NUM_THREADS set to the thread
 (which the demo obeys, as it did not choose before), "electra_choice" without it (the demo chooses, and its
 line saying what it chose is recorded). Each round runs both, the order rotated per round; reported: the
 pre-training stage's seconds (from the demo's own log lines) and the whole command's, the median of the
-per-round ratios torch_default / electra_choice of each.
+per-round ratios torch_default / electra_choice of each. The results file is written after every round.
 
-    python -m bench.demo_threads --steps 100 --rounds 3      # writes bench/results/demo_threads_cpu.json
+    python -m bench.demo_threads --steps 40 --rounds 3      # writes bench/results/demo_threads_cpu.json
 """
 
 from __future__ import annotations
@@ -134,13 +134,15 @@ def summary(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=100, help="pre-training steps per run (the demo: 600)")
+    ap.add_argument("--steps", type=int, default=40, help="pre-training steps per run (the demo: 600)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument(
         "--work", type=Path, help="work directory, reused between invocations (default: a temp one)"
     )
     ap.add_argument("--out", type=Path, help="result JSON (default: bench/results/demo_threads_cpu.json)")
     args = ap.parse_args()
+    if args.steps < 1 or args.rounds < 1:
+        ap.error("--steps and --rounds must be at least 1")
     default_threads = torch_default_threads()
     with tempfile.TemporaryDirectory(prefix="demo-threads-") as tmp:
         work = args.work or Path(tmp) / "demo"
@@ -154,7 +156,7 @@ def main() -> int:
             "torch_default_threads": default_threads,
             "runs": [],
         }
-        rounds = []
+        rounds: list[dict[str, dict[str, Any]]] = []
         for r in range(args.rounds):
             runs = {}
             for config in round_order(CONFIGS, r):
@@ -168,8 +170,9 @@ def main() -> int:
                 runs[config] = run
                 record["runs"].append({"round": r, **run})
             rounds.append(runs)
-        record["summary"] = summary(rounds)
-    path = write_result(record, args.out, "demo_threads_cpu")
+            # Written after every round, so a run cut short keeps the rounds it finished.
+            record["summary"] = summary(rounds)
+            path = write_result(record, args.out, "demo_threads_cpu")
     print(json.dumps(record["summary"], indent=2))
     print(f"wrote {path}")
     return 0
