@@ -174,10 +174,10 @@ def test_the_plot_draws_the_identity_bound_and_names_the_phase(tmp_path: Path) -
 
 
 def test_a_discriminator_below_what_identity_gives_is_warned_about_once() -> None:
-    """Measured on the official arm (micro, tied, generator at the full rate): validation AUC 0.536 against an
-    identity-only AUC of 0.661 at step 1,626."""
+    """As the official arm (micro, tied, generator at the full rate) was at 25% of its budget: validation AUC
+    0.524 against 0.551 for token identity alone."""
     watch = CollapseWatch()
-    assert watch.observe(val(800, 0.66, identity=0.67, phase=PHASE_IDENTITY)) == []
-    (warning,) = texts(watch.observe(val(1626, 0.536, identity=0.661, phase=PHASE_IDENTITY)))
-    assert warning.startswith("step 1626: validation AUC 0.536 is below the 0.661 that token identity alone")
-    assert texts(watch.observe(val(3252, 0.54, identity=0.65, phase=PHASE_IDENTITY))) == []
+    assert watch.observe(val(1626, 0.536, identity=0.55, phase=PHASE_IDENTITY)) == []
+    (warning,) = texts(watch.observe(val(3252, 0.524, identity=0.551, phase=PHASE_IDENTITY)))
+    assert warning.startswith("step 3252: validation AUC 0.524 is below the 0.551 that token identity alone")
+    assert texts(watch.observe(val(4878, 0.52, identity=0.56, phase=PHASE_IDENTITY))) == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -13,6 +14,7 @@ from electra.training.pretrain.diagnostics.identity_auc import (
     CONTEXT_MARGIN,
     PHASE_CONTEXT,
     PHASE_IDENTITY,
+    corpus_counts,
     identity_auc,
     identity_masses,
     phase,
@@ -35,28 +37,45 @@ def brute_force_auc(samples: list[tuple[int, int]], score: dict[int, float]) -> 
     return wins / (len(pos) * len(neg))
 
 
-def test_the_auc_ranks_ids_by_their_replaced_share_with_ties_half() -> None:
-    # Integer masses, so the AUC can be checked on the explicit tokens they stand for. Ids 1 and 3 have the
-    # same share (1/3): a tie across ids, counted half like the ties within one id.
+def test_the_auc_ranks_ids_by_sampling_over_corpus_frequency_with_ties_half() -> None:
+    # Integer masses, so the AUC can be checked on the explicit tokens they stand for. The score of an id is
+    # the generator's sampling mass over the corpus's frequency; ids 1 and 3 tie (1.0): a tie across ids,
+    # counted half like the ties within one id.
     original = [5, 2, 0, 4, 1]
     replaced = [1, 1, 3, 2, 0]
-    masses = torch.tensor([original, replaced], dtype=torch.float64)
+    sampled = [2.0, 2.0, 3.0, 4.0, 0.5]
+    corpus = [10.0, 2.0, 1.0, 4.0, 2.0]
+    masses = torch.tensor([original, replaced, sampled], dtype=torch.float64)
     samples = [(i, 0) for i, n in enumerate(original) for _ in range(n)]
     samples += [(i, 1) for i, n in enumerate(replaced) for _ in range(n)]
-    share = {i: replaced[i] / (original[i] + replaced[i]) for i in range(5)}
-    assert identity_auc(masses) == pytest.approx(brute_force_auc(samples, share), abs=1e-12)
-    # An id never seen changes nothing; one kind of mass missing leaves the AUC undefined.
-    padded = torch.cat([masses, torch.zeros(2, 3, dtype=torch.float64)], dim=1)
-    assert identity_auc(padded) == pytest.approx(identity_auc(masses), abs=1e-12)
-    assert math.isnan(identity_auc(torch.tensor([[3.0, 1.0], [0.0, 0.0]])))
+    ratio = {i: sampled[i] / corpus[i] for i in range(5)}
+    assert identity_auc(masses, corpus) == pytest.approx(brute_force_auc(samples, ratio), abs=1e-12)
+    # An id neither counted nor in the corpus changes nothing; one kind of mass missing leaves it undefined.
+    padded = torch.cat([masses, torch.zeros(3, 3, dtype=torch.float64)], dim=1)
+    assert identity_auc(padded, [*corpus, 0, 0, 0]) == pytest.approx(identity_auc(masses, corpus), abs=1e-12)
+    assert math.isnan(identity_auc(torch.tensor([[3.0, 1.0], [0.0, 0.0], [0.0, 0.0]]), [1, 1]))
 
 
-def test_identity_gives_chance_when_replacements_follow_the_corpus_and_one_when_disjoint() -> None:
+def test_identity_gives_chance_when_sampling_follows_the_corpus_and_one_when_disjoint() -> None:
     corpus = torch.tensor([50.0, 30.0, 15.0, 5.0])
-    # Replacements at the corpus's own frequencies: every id has the same share, nothing to rank by.
-    assert identity_auc(torch.stack([corpus, corpus * 0.15])) == pytest.approx(0.5)
+    # Replacements at the corpus's own frequencies: every id has the same ratio, nothing to rank by.
+    assert identity_auc(torch.stack([corpus, corpus * 0.15, corpus * 0.15]), corpus) == pytest.approx(0.5)
     # Replacements only ever of ids the corpus never holds: identity tells them apart perfectly.
-    assert identity_auc(torch.tensor([[50.0, 30.0, 0.0, 0.0], [0.0, 0.0, 4.0, 1.0]])) == pytest.approx(1.0)
+    disjoint = torch.tensor([[50.0, 30.0, 0.0, 0.0], [0.0, 0.0, 4.0, 1.0], [0.0, 0.0, 4.0, 1.0]])
+    assert identity_auc(disjoint, [50.0, 30.0, 0.0, 0.0]) == pytest.approx(1.0)
+
+
+def test_the_ranking_takes_nothing_from_the_counts_it_is_scored_on() -> None:
+    """A generator that samples every word at its corpus frequency gives identity nothing to rank by, however
+    lumpy the few validation tokens of each word happen to be. Ranked by the validation counts themselves
+    (replaced over original on the same tokens), the same masses would look far better than chance."""
+    torch.manual_seed(0)
+    corpus = torch.full((400,), 1.0)
+    sampled = corpus * 0.3
+    original = torch.poisson(torch.full((400,), 2.0))  # a handful of validation tokens per word
+    masses = torch.stack([original, sampled, sampled]).double()
+    assert identity_auc(masses, corpus) == pytest.approx(0.5)
+    assert identity_auc(masses, original.clamp_min(1e-9)) > 0.65  # what ranking by the counts scored on does
 
 
 def test_masses_by_hand() -> None:
@@ -76,8 +95,10 @@ def test_masses_by_hand() -> None:
     want_original = torch.tensor([0.0, 0.0, 0.0, 0.6, 1.0, 0.25], dtype=torch.float64)
     # Replaced: every sampled id that differs from the slot's original.
     want_replaced = torch.tensor([0.0, 0.0, 0.1 + 0.5, 0.0, 0.3 + 0.25, 0.0], dtype=torch.float64)
+    # Sampled: the generator's mass over the valid slots, originals included.
     torch.testing.assert_close(masses[0], want_original, atol=1e-6, rtol=0)
     torch.testing.assert_close(masses[1], want_replaced, atol=1e-6, rtol=0)
+    torch.testing.assert_close(masses[2], (q1 + q2).double(), atol=1e-6, rtol=0)
 
 
 SPECIALS = SpecialTokens(pad=0, cls=1, sep=2, mask=3)
@@ -102,6 +123,7 @@ def test_the_masses_are_the_expectation_of_what_the_objective_labels() -> None:
     logits[..., :4] = -30.0
     candidates = candidate_mask(input_ids, attention, SPECIALS)
     masses = identity_masses(logits, targets, valid, input_ids, candidates, positions)
+    corpus = torch.bincount(input_ids[candidates], minlength=vocab)
     counts = torch.zeros(2, vocab, dtype=torch.float64)
     draws = 3000
     for _ in range(draws):
@@ -110,10 +132,12 @@ def test_the_masses_are_the_expectation_of_what_the_objective_labels() -> None:
         counts.index_put_(
             (labels[candidates], corrupted[candidates]), torch.ones(()).double(), accumulate=True
         )
-    torch.testing.assert_close(counts / draws, masses, atol=0.05, rtol=0.03)
-    assert masses.sum() == pytest.approx(float(candidates.sum()))
-    assert 0.6 < identity_auc(masses) < 1.0
-    assert identity_auc(counts) == pytest.approx(identity_auc(masses), abs=0.01)
+    torch.testing.assert_close(counts / draws, masses[:2], atol=0.05, rtol=0.03)
+    assert masses[:2].sum() == pytest.approx(float(candidates.sum()))
+    assert masses[2].sum() == pytest.approx(float(valid.sum()))
+    assert 0.6 < identity_auc(masses, corpus) < 1.0
+    sampled_masses = torch.cat([counts, masses[2:]])  # the sampled labels, ranked the same way
+    assert identity_auc(sampled_masses, corpus) == pytest.approx(identity_auc(masses, corpus), abs=0.01)
 
 
 def test_the_phase_needs_the_auc_clearly_above_identity() -> None:
@@ -121,3 +145,11 @@ def test_the_phase_needs_the_auc_clearly_above_identity() -> None:
     assert phase(0.82, 0.82) == PHASE_IDENTITY
     assert phase(0.82 + CONTEXT_MARGIN / 2, 0.82) == PHASE_IDENTITY
     assert phase(0.82 + 2 * CONTEXT_MARGIN, 0.82) == PHASE_CONTEXT
+
+
+def test_corpus_counts_count_the_maskable_tokens_of_each_row() -> None:
+    ids = np.array([[1, 5, 6, 5, 2, 0], [1, 7, 2, 0, 0, 0]])
+    lengths = np.array([5, 3])
+    want = np.zeros(9, dtype=np.int64)
+    want[[5, 6, 7]] = [2, 1, 1]
+    np.testing.assert_array_equal(corpus_counts(ids, lengths, (0, 1, 2), 9), want)

@@ -102,7 +102,8 @@ class StepOutput:
     # baseline.
     disc_logits: Tensor | None = None
     disc_labels: Tensor | None = None
-    # (2, V) expected original / replaced mass per token id (diagnostics.identity_auc), when asked for.
+    # (3, V) expected original / replaced / sampled mass per token id (diagnostics.identity_auc), when asked
+    # for.
     identity_masses: Tensor | None = None
 
 

@@ -30,7 +30,7 @@ from electra.training.optim import adam, build_scheduler
 from electra.training.pretrain.config import PretrainConfig
 from electra.training.pretrain.diagnostics.detection_auc import BINS, auc_from_histograms, logit_histograms
 from electra.training.pretrain.diagnostics.flops import electra_step_flops, peak_flops
-from electra.training.pretrain.diagnostics.identity_auc import identity_auc, phase
+from electra.training.pretrain.diagnostics.identity_auc import identity_auc, phase, training_counts
 from electra.training.pretrain.diagnostics.meter import TrainMeter, progress_postfix
 from electra.training.pretrain.diagnostics.metrics_log import MetricsLog
 from electra.training.pretrain.hf_models import export_hf, init_from_hf
@@ -124,6 +124,12 @@ class PretrainTrainer:
         self.tokenizer, self.specials = data_tokenizer(self.data)
         self.special_ids = (self.specials.pad, self.specials.cls, self.specials.sep)
         self.vocab_size = self.tokenizer.get_vocab_size()
+        # What the identity-only AUC ranks token ids by: their frequency in the training data.
+        self.corpus_counts = (
+            training_counts(self.data.train, self.special_ids, self.vocab_size)
+            if cfg.objective == "electra"
+            else None
+        )
         self.seq_len = self.data.max_seq_len
         micro_batch, rem = divmod(cfg.batch_size, d.world * cfg.grad_accum)
         if rem or micro_batch == 0:
@@ -256,7 +262,7 @@ class PretrainTrainer:
         acc: dict[str, torch.Tensor] = {k: torch.zeros((), device=d.device) for k in STAT_KEYS}
         electra = cfg.objective == "electra"
         hist = torch.zeros(2, BINS, device=d.device) if electra else None
-        identity = torch.zeros(2, self.vocab_size, dtype=torch.float64, device=d.device) if electra else None
+        identity = torch.zeros(3, self.vocab_size, dtype=torch.float64, device=d.device) if electra else None
         n = len(self.data.val)
         for b in range(cfg.eval_batches):
             lo = (b * d.world + d.rank) * self.micro_batch
@@ -284,7 +290,7 @@ class PretrainTrainer:
         rec = {"split": "val", "step": self.progress.step, **ratios(sums)}
         if hist is not None and identity is not None:
             rec["disc_auc"] = auc_from_histograms(hist)
-            rec["identity_auc"] = identity_auc(identity)
+            rec["identity_auc"] = identity_auc(identity, self.corpus_counts)
             rec["phase"] = phase(rec["disc_auc"], rec["identity_auc"])
         return rec
 
