@@ -71,7 +71,7 @@ COPY pyproject.toml constraints.txt README.md ./
 COPY electra ./electra
 # The serving install, identical to CI's; then prove it imports, has the CUDA provider and no torch.
 RUN /opt/venv/bin/pip install --no-cache-dir -c constraints.txt ".[serve]" \
-    && /opt/venv/bin/python -c "import onnxruntime as ort, electra.serving.server; \
+    && /opt/venv/bin/python -c "import onnxruntime as ort, electra.serving.http.server; \
 assert 'CUDAExecutionProvider' in ort.get_available_providers(), ort.get_available_providers()" \
     && if /opt/venv/bin/pip show torch >/dev/null 2>&1; then echo "torch in a serving image" >&2; exit 1; fi
 
@@ -84,7 +84,7 @@ WORKDIR /src
 COPY pyproject.toml constraints.txt README.md ./
 COPY electra ./electra
 RUN /opt/venv/bin/pip install --no-cache-dir -c constraints.txt ".[serve]" \
-    && /opt/venv/bin/python -c "import onnxruntime, electra.serving.server" \
+    && /opt/venv/bin/python -c "import onnxruntime, electra.serving.http.server" \
     && if /opt/venv/bin/pip show torch >/dev/null 2>&1; then echo "torch in a serving image" >&2; exit 1; fi
 
 # ---------------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from electra.serving.runtime import ModelRunner
+from electra.serving.engine.runtime import ModelRunner
 
 READY = b'{"status":"ready"}'
 

@@ -6,7 +6,7 @@ ONNX Runtime on the event loop and answers the logits as JSON, with the model's 
 header as `electra serve` sends it. No framework, no validation, no queue, no metrics, no offsets: what is
 left of a request's time beyond the model is HTTP over loopback, the event loop, tokenization and the
 machine waking its threads and cores, which any server pays. The model is loaded through
-electra.serving.runtime.ModelRunner, so the session and its options are exactly the server's.
+electra.serving.engine.runtime.ModelRunner, so the session and its options are exactly the server's.
 
     python -m bench.bare_server --bundle BUNDLE_DIR --port 8002
 """
@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 
 from bench.bare_app import make_app
-from electra.serving.runtime import ModelRunner
+from electra.serving.engine.runtime import ModelRunner
 
 
 def main() -> None:

@@ -206,7 +206,7 @@ def tokenization_part(bundle: Path, sizes: list[int], rounds: int) -> dict:
     """The library's truncating encode of the pair against the runner's, alternating rounds per size."""
     import tokenizers
 
-    from electra.serving.runtime import ModelRunner
+    from electra.serving.engine.runtime import ModelRunner
 
     runner = ModelRunner("ce", bundle)
     library = tokenizers.Tokenizer.from_str(runner.untruncated.to_str())

@@ -34,14 +34,13 @@ from bench.loadgen import BERT_VOCAB, MAX_SEQ_LEN
 
 TEXT = "The chef cooked the river while the guests waited in the garden."
 BODY = json.dumps({"text": TEXT, "truncate": True}).encode()
-# The app's middlewares, as electra.serving.app wires them: (name in that module, whether it is a factory
+# The app's middlewares, as electra.serving.http.app wires them: (name in that module, whether it is a factory
 # called with settings first, so that leaving it out means a factory of the identity).
 MIDDLEWARES = {
-    "count_arrivals": True,
+    "request_metadata": True,
     "http_metrics": True,
     "client_gone": False,
     "request_body": True,
-    "server_timing": False,
     "decode_content": True,
 }
 
@@ -52,20 +51,11 @@ def _identity(app: Any) -> Any:
 
 @contextmanager
 def without(layer: str | None) -> Iterator[None]:
-    """electra.serving.app as create_app sees it with `layer` left out (None: all of them in)."""
-    import electra.serving.app as appmod
-    from electra.serving.statistics import Statistics
+    """electra.serving.http.app as create_app sees it with `layer` left out (None: all of them in)."""
+    import electra.serving.http.app as appmod
 
     if layer is None:
         yield
-        return
-    if layer == "statistics":
-        saved = Statistics.middleware
-        Statistics.middleware = lambda self, app: app  # type: ignore[method-assign]
-        try:
-            yield
-        finally:
-            Statistics.middleware = saved  # type: ignore[method-assign]
         return
     saved = getattr(appmod, layer)
     setattr(appmod, layer, (lambda *a, **k: _identity) if MIDDLEWARES[layer] else _identity)
@@ -176,13 +166,13 @@ def minimal_litestar(runner: Any) -> Any:
 
 def apps(bundle: Path) -> dict[str, Any]:
     from bench.bare_app import make_app
-    from electra.serving.app import create_app
-    from electra.serving.runtime import ModelRunner
+    from electra.serving.engine.runtime import ModelRunner
+    from electra.serving.http.app import create_app
     from electra.serving.settings import ModelSpec, ServeSettings
 
     settings = ServeSettings(models=(ModelSpec("detector", bundle),))
     out: dict[str, Any] = {}
-    for layer in (None, *MIDDLEWARES, "statistics"):
+    for layer in (None, *MIDDLEWARES):
         with without(layer):
             out["full" if layer is None else f"without {layer}"] = create_app(settings)
     runner = ModelRunner("detector", bundle)

@@ -103,7 +103,7 @@ from bench.loadgen import (
     text_mix,
 )
 from electra.errors import InputError
-from electra.serving.timing import parse as parse_server_timing
+from electra.serving.http.server_timing import parse as parse_server_timing
 
 LABELS = {0: "negative", 1: "positive"}
 DETECTOR, CLASSIFIER = "detector", "sentiment"
@@ -239,11 +239,11 @@ def export_bundles(
 
 
 class InProcessModel:
-    """The server's own runtime (electra.serving.runtime.ModelRunner: the same session options, e.g. idle
-    threads that sleep rather than spin, --threads as intra-op threads) loaded in this process."""
+    """The server's own runtime (electra.serving.engine.runtime.ModelRunner: the same session options, e.g.
+    idle threads that sleep rather than spin, --threads as intra-op threads) loaded in this process."""
 
     def __init__(self, bundle: Path, device: str, threads: int | None) -> None:
-        from electra.serving.runtime import ModelRunner
+        from electra.serving.engine.runtime import ModelRunner
 
         self.runner = ModelRunner("in-process", bundle, device, threads or 0)
         self.session = self.runner.session
@@ -291,7 +291,8 @@ def batching_ceiling(model: InProcessModel, texts: Sequence[str], batch_size: in
 
 async def overhead_probe(base_url: str, path: str, texts: Sequence[str], repeats: int = 3) -> dict[str, Any]:
     """Per text, `repeats` requests one at a time (keep-alive, this process's client): each one's latency
-    minus the model's time for it, from the server's Server-Timing header (electra.serving.timing).
+    minus the model's time for it, from the server's Server-Timing header
+    (electra.serving.http.server_timing).
 
     overhead_p50_ms: the median over texts of each text's median difference; overhead_floor_p50_ms: the
     same with each text's minimum, which drops the moments another process had the cores. Both hold HTTP

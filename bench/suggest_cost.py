@@ -85,8 +85,9 @@ def build_bundle(work: Path, tokenizer: Any, size: str) -> tuple[Path, dict[str,
 def thresholds(bundle: Path, texts: list[str], share: float) -> tuple[list[float], list[int]]:
     """Per text, the threshold that flags `share` of its tokens (at least one; the first window, as
     truncate=true scores it, through the server's inference core), and how many tokens that flags."""
-    from electra.serving.core import Detect, local_inference, run
-    from electra.serving.runtime import ModelRunner
+    from electra.serving.engine.local import local_inference, run
+    from electra.serving.engine.requests import Detect
+    from electra.serving.engine.runtime import ModelRunner
 
     runner = ModelRunner("bench", bundle)
     core = local_inference({runner.name: runner})

@@ -39,7 +39,7 @@ from electra.files import (
     PYTORCH_MODEL_BIN,
 )
 from electra.logs import say
-from electra.serving.schemas import DEFAULT_THRESHOLD
+from electra.serving.engine.results import DEFAULT_THRESHOLD
 from electra.threads import use_free_cores
 
 # The demo model: ELECTRA's tiny preset, batch 32, lr 5e-4 with a 10% warm-up. On 2 CPU cores, on the 2.6 MB
@@ -189,7 +189,7 @@ def build_demo(cfg: DemoConfig) -> DemoBuild:
 def check_can_serve_demo(host: str, port: int) -> None:
     """The serve extra installed and the port free, checked before the minutes of building: InputError."""
     try:
-        from electra.serving.server import check_can_serve
+        from electra.serving.http.server import check_can_serve
     except ImportError as e:
         raise InputError(
             f"serving needs the serve extra ({e.name} is missing): pip install -e '.[serve]', "
@@ -202,7 +202,7 @@ def serve_demo(bundle: Path, host: str, port: int, example: str) -> int:
     """Stage 7: serve the bundle until Ctrl-C / SIGTERM, printing a curl on `example` once it is ready."""
     _stage(7, f"serving on http://{host}:{port}")
     try:
-        from electra.serving.server import serve
+        from electra.serving.http.server import serve
         from electra.serving.settings import ModelSpec, ServeSettings
     except ImportError as e:
         raise InputError(
@@ -395,8 +395,9 @@ def choose_example(
 def bundle_scorer(bundle: Path, batch_size: int = 32) -> Scorer:
     """Word-level replaced scores from a discriminator bundle, through the server's own inference core (as
     /detect with truncate=true scores them), without a server."""
-    from electra.serving.core import Detect, local_inference, run
-    from electra.serving.runtime import ModelRunner
+    from electra.serving.engine.local import local_inference, run
+    from electra.serving.engine.requests import Detect
+    from electra.serving.engine.runtime import ModelRunner
 
     runner = ModelRunner(DEMO_MODEL_NAME, bundle)
     core = local_inference({runner.name: runner})

@@ -13,8 +13,8 @@ tokens), with a random-initialised pair of the same shapes and tokenizer as the 
 * per level (`word`, `token`) and masking (`together`: every flagged unit of a window masked at once, one
   generator input per window; `alone`: each flagged unit in an input of its own, everything else visible;
   `runs_from_2`: together, but runs of 2+ adjacent flagged units one at a time; `served`: what the server
-  does, alone unless a window owns more than electra.serving.suggest.ALONE_MAX): `top1` / `top5`, the share
-  of all swaps whose swapped word is flagged and gets the original as its first / among its first five
+  does, alone unless a window owns more than electra.serving.engine.suggest.ALONE_MAX): `top1` / `top5`, the
+  share of all swaps whose swapped word is flagged and gets the original as its first / among its first five
   suggestions; `top1_flagged` / `top5_flagged`, the same among the flagged ones; the generator inputs per
   sentence (the cost);
 * `oracle_top1` / `oracle_top5`: only the swapped word masked, detection aside (the generator alone).

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-from electra.serving.batcher import (
+from electra.serving.engine.batcher import (
     MIN_FILL,
     WINDOW,
     Arrivals,
@@ -34,7 +34,7 @@ from electra.serving.batcher import (
     _Item,
     take_batch,
 )
-from electra.serving.metrics import ModelMetrics
+from electra.serving.engine.metrics import ModelMetrics
 
 GATE_TIMEOUT_S = 10.0
 
@@ -518,21 +518,17 @@ def test_calls_go_to_the_model_thread_while_other_work_is_queued_or_on_its_way()
 
 
 def test_each_request_learns_its_queue_and_model_time() -> None:
-    from electra.serving import timing
+    from electra.serving.engine.metadata import RequestMetadata
 
     runner = StubRunner()
 
     async def scenario() -> dict[str, float]:
         b = batcher(runner)
         b.start()
-        stages: dict[str, float] = {}
-        token = timing._STAGES.set(stages)
-        try:
-            await b.submit(encs(5, 6))
-        finally:
-            timing._STAGES.reset(token)
+        meta = RequestMetadata()
+        await b.submit(encs(5, 6), meta)
         await b.close()
-        return stages
+        return meta.stages
 
     stages = run(scenario())
     assert set(stages) == {"queue", "model"} and all(v >= 0 for v in stages.values())

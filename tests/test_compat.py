@@ -240,7 +240,7 @@ def test_old_classifier_and_discriminator_dirs_load(legacy: Path) -> None:
 @pytest.fixture(scope="module")
 def runners(legacy: Path) -> dict[str, Any]:
     pytest.importorskip("onnxruntime", reason="the serve extra is not installed")
-    from electra.serving.runtime import ModelRunner
+    from electra.serving.engine.runtime import ModelRunner
 
     return {
         "detector": ModelRunner("detector", legacy / "bundle-discriminator"),
@@ -296,7 +296,7 @@ def test_old_bundles_behind_the_http_app(legacy: Path) -> None:
     testing = pytest.importorskip("litestar.testing", reason="the serve extra is not installed")
     import time
 
-    from electra.serving.app import create_app
+    from electra.serving.http.app import create_app
     from electra.serving.settings import ModelSpec, ServeSettings
 
     settings = ServeSettings(

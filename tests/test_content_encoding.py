@@ -1,5 +1,5 @@
-"""The decoding of compressed request bodies (electra.serving.content_encoding) on its own, below HTTP: what a
-route reading the body gets, step by step. Through a running server and tritonclient:
+"""The decoding of compressed request bodies (electra.serving.http.middleware.content_encoding) on its own,
+below HTTP: what a route reading the body gets, step by step. Through a running server and tritonclient:
 tests/test_standard_clients.py."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from litestar.exceptions import HTTPException
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 
-from electra.serving.content_encoding import CHUNK, BadEncoding, Inflating, coding_of
+from electra.serving.http.middleware.content_encoding import CHUNK, BadEncoding, Inflating, coding_of
 
 
 def receive_of(wire: bytes, piece: int) -> Any:
@@ -107,7 +107,7 @@ def test_codings_answered_inside_the_route_are_counted_with_their_status(
     from litestar.testing import TestClient
     from prometheus_client import REGISTRY
 
-    from electra.serving.app import create_app
+    from electra.serving.http.app import create_app
     from electra.serving.settings import ModelSpec, ServeSettings
 
     def count(status: int) -> float:

@@ -200,7 +200,7 @@ def workdir(tmp_path: Path, serving_bundles: dict[str, Path]) -> DemoPaths:
 def test_bundle_scorer_gives_the_word_scores_detect_answers(workdir: DemoPaths) -> None:
     from litestar.testing import TestClient
 
-    from electra.serving.app import create_app
+    from electra.serving.http.app import create_app
     from electra.serving.settings import ModelSpec, ServeSettings
 
     texts = ["the cat sat on the mat.", "a quick brown fox jumps over the lazy dog in paris."]
@@ -252,7 +252,7 @@ def test_example_stage_chooses_saves_then_reuses(
 def test_serve_demo_pre_fills_the_page_and_prints_a_curl_of_the_example(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from electra.serving import server
+    from electra.serving.http import server
 
     seen = {}
 

@@ -46,7 +46,7 @@ def test_http_server_setting_from_flag_and_environment() -> None:
 
 
 def test_granian_log_config_routes_its_loggers_to_our_handler() -> None:
-    from electra.serving.server import granian_log_config
+    from electra.serving.http.server import granian_log_config
 
     config = granian_log_config("warning")
     assert config["loggers"]["_granian"] == {"handlers": [], "propagate": True, "level": "WARNING"}

@@ -206,7 +206,7 @@ def test_a_local_path_is_returned_as_it_is(tmp_path: Path) -> None:
 def test_export_a_hub_id_to_a_fused_bundle_that_serves(cached_repo: Path, tmp_path: Path, capsys) -> None:
     from litestar.testing import TestClient
 
-    from electra.serving.app import create_app
+    from electra.serving.http.app import create_app
     from electra.serving.settings import ModelSpec, ServeSettings
 
     bundle = tmp_path / "bundle"
@@ -502,7 +502,7 @@ def test_the_released_small_checkpoint_id_exports_and_serves(hf_cache: Path, tmp
     import transformers
     from litestar.testing import TestClient
 
-    from electra.serving.app import create_app
+    from electra.serving.http.app import create_app
     from electra.serving.settings import ModelSpec, ServeSettings
 
     repo_id = "google/electra-small-discriminator"
@@ -552,7 +552,7 @@ def test_a_released_cross_encoder_id_exports_and_reranks_as_sentence_transformer
     from litestar.testing import TestClient
     from sentence_transformers import CrossEncoder
 
-    from electra.serving.app import create_app
+    from electra.serving.http.app import create_app
     from electra.serving.settings import ModelSpec, ServeSettings
 
     repo_id = "cross-encoder/ms-marco-electra-base"

@@ -19,11 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from litestar.testing import TestClient
 
-from electra.serving.app import create_app
-from electra.serving.encoded import Encoded
-from electra.serving.runtime import ModelRunner
+from electra.serving.engine.encoded import Encoded
+from electra.serving.engine.runtime import ModelRunner
+from electra.serving.engine.windows import default_stride, max_stride, merge, split, window_starts
+from electra.serving.http.app import create_app
 from electra.serving.settings import ModelSpec, ServeSettings
-from electra.serving.windows import default_stride, max_stride, merge, split, window_starts
 from tests.test_serving import check_offsets, wait_ready
 
 MAX_LEN = 64  # the serving fixtures' bundles

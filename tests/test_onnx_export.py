@@ -401,7 +401,9 @@ def test_linear_head_classifier_exports_and_loads_in_optimum(root: Path) -> None
     with torch.no_grad():
         via_optimum = ort_model(**{k: torch.from_numpy(v) for k, v in batch.items()}).logits.numpy()
     np.testing.assert_allclose(via_optimum, pytorch_logits(model_dir, batch), atol=1e-4, rtol=0)
-    from electra.serving.runtime import ModelRunner  # the server reads only the bundle: no head to know
+    from electra.serving.engine.runtime import (
+        ModelRunner,  # the server reads only the bundle: no head to know
+    )
 
     assert list(ModelRunner("linear", out).labels) == list(LABELS.values())
 
@@ -417,7 +419,7 @@ def test_tagger_exports_with_per_token_parity_and_loads_in_optimum(root: Path, p
     from transformers import ElectraForTokenClassification
 
     from electra.model import ElectraTagger
-    from electra.serving.runtime import ModelRunner
+    from electra.serving.engine.runtime import ModelRunner
 
     torch.manual_seed(4)
     model = ElectraTagger(tiny_config(id2label=TAGS))

@@ -1,5 +1,5 @@
-"""The server makes room for --max-connections among its open files (electra.serving.server): the soft limit
-is raised as far as the hard one allows, with a warning when that is not enough. In a subprocess, whose
+"""The server makes room for --max-connections among its open files (electra.serving.http.server): the soft
+limit is raised as far as the hard one allows, with a warning when that is not enough. In a subprocess, whose
 limits the test may lower without touching pytest's own."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ pytest.importorskip("uvicorn", reason="the serve extra is not installed")
 CODE = textwrap.dedent(
     """
     import logging, resource, sys
-    from electra.serving.server import FILES_BESIDES_CONNECTIONS, _make_room_for_connections
+    from electra.serving.http.server import FILES_BESIDES_CONNECTIONS, _make_room_for_connections
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stdout)
     resource.setrlimit(resource.RLIMIT_NOFILE, (512, 2000))
     _make_room_for_connections(int(sys.argv[1]))

@@ -26,7 +26,7 @@ import pytest
 from electra.serving.process import ServerNotReady, ServerProcess, free_port, serve_command, start_server
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = ROOT / "electra" / "serving" / "static" / "index.html"
+PAGE = ROOT / "electra" / "serving" / "http" / "static" / "index.html"
 SCREENSHOT = ROOT / "bench" / "results" / "page_screenshot.png"
 READY_TIMEOUT_S = 120.0
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

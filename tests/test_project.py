@@ -49,7 +49,7 @@ def test_demo_builds_every_stage_serves_the_bundle_and_reuses_stages(tmp_path: P
     from litestar.testing import TestClient
 
     from electra.bundle import read_bundle
-    from electra.serving.app import create_app
+    from electra.serving.http.app import create_app
     from electra.serving.settings import ModelSpec, ServeSettings
 
     work = tmp_path / "demo"

@@ -22,9 +22,9 @@ from huggingface_hub import InferenceClient
 from huggingface_hub.errors import HfHubHTTPError
 from tritonclient.utils import InferenceServerException
 
-from electra.serving.hf_tasks import hf_entity
+from electra.serving.engine.tagging import DETECTOR_LABELS, entities
+from electra.serving.http.hf_tasks import hf_entity
 from electra.serving.process import ServerNotReady, free_port, serve_command, start_server
-from electra.serving.tagging import DETECTOR_LABELS, entities
 from tests.test_long_documents import document
 from tests.test_tagging_serving import pipeline
 

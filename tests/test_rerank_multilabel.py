@@ -183,7 +183,7 @@ def test_a_fine_tuned_reranker_is_served_by_rerank_with_cross_encoders_scores(
     from litestar.testing import TestClient
     from sentence_transformers import CrossEncoder
 
-    from electra.serving.app import create_app
+    from electra.serving.http.app import create_app
     from electra.serving.settings import ModelSpec, ServeSettings
 
     bundle = tmp_path / "bundle"
@@ -283,7 +283,7 @@ def test_a_multilabel_classifier_exports_and_serves_its_labels(multilabel: Path,
     from litestar.testing import TestClient
 
     from electra.bundle import read_bundle
-    from electra.serving.app import create_app
+    from electra.serving.http.app import create_app
     from electra.serving.settings import ModelSpec, ServeSettings
 
     bundle = tmp_path / "bundle"

@@ -153,8 +153,8 @@ def reference_detections(bundle: Path, texts: Sequence[str]) -> list[dict[str, A
     """What /detect must answer for each text alone (default options), computed in this process."""
     import msgspec
 
-    from electra.serving.postprocess import detect_result
-    from electra.serving.runtime import ModelRunner
+    from electra.serving.engine.postprocess import detect_result
+    from electra.serving.engine.runtime import ModelRunner
 
     runner = ModelRunner("detector", bundle, threads=1)
     out = []

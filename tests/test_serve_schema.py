@@ -36,7 +36,7 @@ from schemathesis import checks as st_checks  # noqa: E402
 from schemathesis.generation import GenerationMode  # noqa: E402
 from schemathesis.python import asgi as st_asgi  # noqa: E402
 
-from electra.serving.app import create_app  # noqa: E402
+from electra.serving.http.app import create_app  # noqa: E402
 from electra.serving.settings import ModelSpec, ServeSettings  # noqa: E402
 from tests.conftest import SERVING_TAGS  # noqa: E402
 

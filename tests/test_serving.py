@@ -19,11 +19,11 @@ import pytest
 from litestar.testing import TestClient
 from prometheus_client import REGISTRY
 
-from electra.serving import timing
-from electra.serving.app import create_app
-from electra.serving.batcher import Arrivals, Batcher, QueueFull
-from electra.serving.metrics import ModelMetrics
-from electra.serving.runtime import ModelRunner
+from electra.serving.engine.batcher import Arrivals, Batcher, QueueFull
+from electra.serving.engine.metrics import ModelMetrics
+from electra.serving.engine.runtime import ModelRunner
+from electra.serving.http import server_timing as timing
+from electra.serving.http.app import create_app
 from electra.serving.settings import ModelSpec, ServeSettings
 
 KEY = "k" * 20 + "-secret"
@@ -427,7 +427,7 @@ def test_server_timing_header_parses_back() -> None:
 
 def test_serving_imports_neither_torch_nor_transformers() -> None:
     code = (
-        "import sys, electra.serving.app, electra.serving.server, electra.cli.serve_cmd\n"
+        "import sys, electra.serving.http.app, electra.serving.http.server, electra.cli.serve_cmd\n"
         "bad = [m for m in ('torch', 'transformers', 'onnx', 'optimum') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
@@ -732,7 +732,7 @@ def test_unbatched_server_gives_the_same_answers(serving_bundles: dict[str, Path
 def test_cuda_libraries_are_preloaded_quietly(capsys: pytest.CaptureFixture[str]) -> None:
     from types import SimpleNamespace
 
-    from electra.serving.session import preload_cuda_libraries
+    from electra.serving.engine.session import preload_cuda_libraries
 
     def preload_dlls() -> None:
         print("Failed to load libcublas.so.13: cannot open shared object file")

@@ -20,13 +20,13 @@ import pytest
 from litestar.testing import TestClient
 
 from electra.errors import InputError
-from electra.serving import api_docs
-from electra.serving.api_docs import SWAGGER_ASSETS
-from electra.serving.app import create_app
-from electra.serving.json_body import NOT_JSON
+from electra.serving.http import api_docs
+from electra.serving.http.api_docs import SWAGGER_ASSETS
+from electra.serving.http.app import create_app
+from electra.serving.http.json_body import NOT_JSON
 from electra.serving.settings import ModelSpec, ServeSettings
 
-PAGE = Path(__file__).resolve().parents[1] / "electra" / "serving" / "static" / "index.html"
+PAGE = Path(__file__).resolve().parents[1] / "electra" / "serving" / "http" / "static" / "index.html"
 LIMIT = 1000
 KEY = "friction-test-key-0123456789"
 

@@ -28,8 +28,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from litestar.testing import TestClient
 
-from electra.serving.app import create_app
-from electra.serving.json_body import NOT_JSON
+from electra.serving.http.app import create_app
+from electra.serving.http.json_body import NOT_JSON
 from electra.serving.process import ServerProcess, free_port, serve_command, start_server
 from electra.serving.settings import ModelSpec, ServeSettings
 

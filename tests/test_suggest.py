@@ -18,11 +18,11 @@ from prometheus_client import REGISTRY
 from electra.bundle import read_bundle
 from electra.errors import InputError
 from electra.files import BUNDLE_JSON, GENERATOR_DIR, MODEL_ONNX
-from electra.serving.app import create_app
-from electra.serving.encoded import Encoded
+from electra.serving.engine.encoded import Encoded
+from electra.serving.engine.suggest import ALONE_MAX, Target, edit, plan
+from electra.serving.engine.windows import Document, split
+from electra.serving.http.app import create_app
 from electra.serving.settings import ModelSpec, ServeSettings
-from electra.serving.suggest import ALONE_MAX, Target, edit, plan
-from electra.serving.windows import Document, split
 from electra.tokenizer import load_tokenizer
 from tests import test_hub
 from tests.conftest import build_suggest_pair
@@ -456,8 +456,8 @@ def tokenizer(suggest_bundle: Path) -> Any:
 
 def apply(tokenizer: Any, text: str, index: int, token: str, last: int | None = None) -> str:
     """`text` with `token` in place of its token `index` (..`last`), as a suggestion edits it."""
-    from electra.serving.encoded import from_encoding as _encoded
-    from electra.serving.postprocess import with_marks
+    from electra.serving.engine.encoded import from_encoding as _encoded
+    from electra.serving.engine.postprocess import with_marks
 
     enc = _encoded(tokenizer.encode(text), False)
     target = Target(0, index, index if last is None else last)

@@ -396,7 +396,7 @@ def served_tags_equal_pytorch(model_dir: Path, bundle: Path, dev: list[TaggedSen
     tagger predicts, on dev sentences whose words the tokenizer splits no further."""
     from litestar.testing import TestClient
 
-    from electra.serving.app import create_app
+    from electra.serving.http.app import create_app
     from electra.serving.settings import ModelSpec, ServeSettings
     from electra.training.finetune.tag_predict import load_tagger
 

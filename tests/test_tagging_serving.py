@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from litestar.testing import TestClient
 
-from electra.serving.app import create_app
-from electra.serving.runtime import ModelRunner
-from electra.serving.schemas import Aggregation
+from electra.serving.engine.results import Aggregation
+from electra.serving.engine.runtime import ModelRunner
+from electra.serving.engine.tagging import entities, softmax, tag_result
+from electra.serving.engine.windows import TokenLogits, default_stride, merge, split, window_starts
+from electra.serving.http.app import create_app
 from electra.serving.settings import ModelSpec, ServeSettings
-from electra.serving.tagging import entities, softmax, tag_result
-from electra.serving.windows import TokenLogits, default_stride, merge, split, window_starts
 from tests.conftest import SERVING_TAGS
 from tests.test_long_documents import MAX_LEN, SPAN, document
 from tests.test_serving import UNICODE_TEXTS, check_offsets, wait_ready

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from litestar.testing import TestClient
 
-from electra.serving.app import create_app
+from electra.serving.http.app import create_app
 from electra.serving.settings import ModelSpec, ServeSettings
 
 from .conftest import SERVING_LABELS, build_serving_bundle
@@ -238,8 +238,8 @@ def test_scores_are_teis_float32_and_ranked_unrounded(client: TestClient) -> Non
 
 
 def test_ranking_reads_the_unrounded_scores() -> None:
-    from electra.serving.core import ranked
-    from electra.serving.rounding import as_float32, rounded
+    from electra.serving.engine.core import ranked
+    from electra.serving.engine.rounding import as_float32, rounded
 
     near = [0.1234561, 0.1234564, 3e-7, 4e-7]
     assert rounded(near) == [0.123456, 0.123456, 0.0, 0.0]  # the 6-decimal answers tie them
@@ -319,3 +319,28 @@ def test_any_body_answers_under_500_in_teis_shape(client: TestClient, route: str
 
     fuzz()
     assert seen.get(400), seen
+
+
+def test_a_full_queue_is_overloaded_and_a_loading_server_unhealthy(cross_encoder: Path) -> None:
+    """TEI's error_type follows the engine's error: QueueFull is Overloaded (TEI's 'model is overloaded'),
+    a server still warming up is Unhealthy; both 503 with Retry-After."""
+    from electra.serving.engine.errors import QueueFull
+
+    app = create_app(ServeSettings(models=(ModelSpec("ce", cross_encoder),)))
+    body = {"query": QUERY, "texts": TEXTS}
+    with TestClient(app) as c:
+        while c.get("/health/ready").status_code != 200:
+            pass
+        engine = app.state.electra.engine
+        engine.ready = False  # as before warm-up ends
+        loading = c.post("/rerank", json=body)
+        engine.ready = True
+
+        async def full(*_: Any) -> Any:
+            raise QueueFull("ce", 1024, 1024, 3)
+
+        engine.batchers["ce"].submit = full
+        busy = c.post("/rerank", json=body)
+    assert loading.status_code == 503 and loading.json()["error_type"] == "Unhealthy", loading.text
+    assert busy.status_code == 503 and busy.headers["retry-after"] == "3", busy.text
+    assert busy.json()["error_type"] == "Overloaded" and "busy" in busy.json()["error"]

@@ -1,4 +1,4 @@
-"""Model inputs at a cost linear in the input (electra.serving.truncation): the same encodings as the
+"""Model inputs at a cost linear in the input (electra.serving.engine.truncation): the same encodings as the
 tokenizers library's own truncating encode, never longer than the model, each distinct text tokenized once;
 and a real server answering a 25k + 25k-word pair on every classifier route quickly, its memory flat.
 
@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from electra.serving.engine.truncation import Slot, Special, Template, keep_lengths, measure
 from electra.serving.process import ServerProcess, free_port, serve_command, start_server
-from electra.serving.truncation import Slot, Special, Template, keep_lengths, measure
 from electra.tokenizer import load_tokenizer
 
 from .conftest import build_serving_bundle, write_serving_vocab

@@ -130,7 +130,7 @@ def settings_from(args: argparse.Namespace, environ: Mapping[str, str] | None = 
 
 def run_serve(args: argparse.Namespace) -> int:
     try:
-        from electra.serving.server import serve
+        from electra.serving.http.server import serve
     except ImportError as e:
         raise InputError(
             f"serving needs the serve extra ({e.name} is missing): pip install -e '.[serve]'"

@@ -11,14 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from electra.serving.suggest import ALONE_FROM, ALONE_MAX
+from electra.serving.engine.suggest import ALONE_FROM, ALONE_MAX
 from experiments.lib.heldout import Swap
 
 MAX_SEQ_LEN = 128
 BATCH = 32
-# The masking strategies compared, as electra.serving.suggest.plan's (alone_from, alone_max): runs of at
-# least alone_from adjacent flagged units predicted one at a time (None: none, every flagged unit of a window
-# masked at once), but not in a window that owns more than alone_max of them. "served": the server's choice.
+# The masking strategies compared, as electra.serving.engine.suggest.plan's (alone_from, alone_max): runs of
+# at least alone_from adjacent flagged units predicted one at a time (None: none, every flagged unit of a
+# window masked at once), but not in a window that owns more than alone_max of them. "served": the server's
+# choice.
 STRATEGIES: dict[str, tuple[int | None, int | None]] = {
     "together": (None, None),
     "runs_from_2": (2, None),
@@ -32,11 +33,12 @@ def measure(bundle: Path, swaps: list[tuple[Swap, int, int]], threshold: float) 
     """Detection through the server's inference core (as /detect with truncate=true), then the suggestions
     of every level and masking strategy through the server's planning code (the strategies the server does
     not offer included)."""
-    from electra.serving.core import Detect, local_inference, run
-    from electra.serving.postprocess import units
-    from electra.serving.runtime import ModelRunner
-    from electra.serving.suggest import Target, flagged, plan
-    from electra.serving.windows import Document
+    from electra.serving.engine.local import local_inference, run
+    from electra.serving.engine.postprocess import units
+    from electra.serving.engine.requests import Detect
+    from electra.serving.engine.runtime import ModelRunner
+    from electra.serving.engine.suggest import Target, flagged, plan
+    from electra.serving.engine.windows import Document
 
     runner = ModelRunner("bench", bundle, threads=int(os.environ.get("OMP_NUM_THREADS", "0") or 0))
     core = local_inference({runner.name: runner})
@@ -118,7 +120,8 @@ def _restored(
 
 def _examples(core: Any, runner: Any, swaps: list[Any], threshold: float) -> list[dict[str, Any]]:
     """A few swapped sentences whose original the top suggestion restored, as /detect answers them."""
-    from electra.serving.core import Detect, run
+    from electra.serving.engine.local import run
+    from electra.serving.engine.requests import Detect
 
     generator = core.generator(runner)
     out = []

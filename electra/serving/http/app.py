@@ -1,0 +1,113 @@
+"""The Litestar application: the routes of every module wired to one ServerState (the engine behind them),
+behind the API keys, limits, middlewares (electra.serving.http.middleware) and the one exception handler.
+
+`create_app(settings)` loads every bundle (a bad one fails here, before the port opens); warm-up runs in the
+background after start-up, and /health/ready turns 200 only when it is done, so Kubernetes sends no traffic
+to a pod whose first requests would pay ONNX Runtime's lazy initialisation.
+
+The routes live in modules of their own (routes_inference, protocols, tei, routes_health, routes_page), over
+the state they share (electra.serving.http.state); this module is the only one that knows them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from litestar import Litestar
+from litestar.config.cors import CORSConfig
+from litestar.connection import ASGIConnection
+from litestar.exceptions import NotAuthorizedException
+from litestar.handlers.base import BaseRouteHandler
+from litestar.plugins.prometheus import PrometheusController
+
+from electra.serving.engine.backend import load_runners
+from electra.serving.engine.core import KIND_ROUTE
+from electra.serving.engine.runtime import ModelRunner
+from electra.serving.http.api_docs import openapi_config
+from electra.serving.http.error_responses import error_response
+from electra.serving.http.middleware.client_gone import client_gone
+from electra.serving.http.middleware.content_encoding import decode_content
+from electra.serving.http.middleware.http_metrics import http_metrics
+from electra.serving.http.middleware.request_body import request_body
+from electra.serving.http.middleware.request_metadata import request_metadata
+from electra.serving.http.openapi_bodies import (
+    document_closed_bodies,
+    document_infer_body,
+    document_tei_bodies,
+)
+from electra.serving.http.protocols import is_inference, protocol_routes
+from electra.serving.http.routes_health import health_routes
+from electra.serving.http.routes_inference import inference_routes
+from electra.serving.http.routes_page import page_routes
+from electra.serving.http.state import ServerState
+from electra.serving.http.tei import TEI_PATHS, tei_routes
+from electra.serving.settings import ServeSettings
+
+_JSON_INFERENCE_PATHS = frozenset(KIND_ROUTE.values()) | TEI_PATHS
+
+
+def create_app(
+    settings: ServeSettings,
+    runners: dict[str, ModelRunner] | None = None,
+    on_ready: Callable[[], None] | None = None,
+) -> Litestar:
+    """The ASGI app. `runners` (models already loaded) is for tests and embedding; default: load them."""
+    settings = settings.with_keys()
+    state = ServerState(settings, runners if runners is not None else load_runners(settings), on_ready)
+    # Without keys no guard at all: Litestar copies the handler for every guard call on every request.
+    guards = [_key_guard(state)] if settings.api_keys else []
+    app = Litestar(
+        route_handlers=[
+            *inference_routes(state, guards),
+            *protocol_routes(state, guards),
+            *tei_routes(state, guards),
+            *health_routes(state),
+            *page_routes(settings.example),
+            PrometheusController,
+        ],
+        lifespan=[state.lifespan],
+        middleware=[
+            # Outermost: a request counts among those on their way to a queue from its first byte, and its
+            # statistics see whether client_gone found its client gone.
+            request_metadata(state.engine.arrivals, _runs_model, state.statistics),
+            http_metrics(),
+            # Inside the metrics, which count a request whose client left as 499; outside everything that
+            # reads the body, so its disconnect and its timeout are seen whoever reads.
+            client_gone,
+            request_body(settings.body_timeout_s),
+            decode_content(settings.max_body_bytes),
+        ],
+        request_max_body_size=settings.max_body_bytes,
+        openapi_config=openapi_config(),
+        cors_config=CORSConfig(allow_origins=["*"], allow_headers=["Authorization", "Content-Type"]),
+        exception_handlers={Exception: error_response},
+        # Logging is electra.logs' (one format, set by the CLI); Litestar's default config would put a
+        # handler of its own on the root logger and print every record twice, in another format.
+        logging_config=None,
+        debug=False,
+    )
+    app.state.electra = state
+    document_closed_bodies(app)
+    document_infer_body(app)
+    document_tei_bodies(app)
+    return app
+
+
+def _runs_model(path: str) -> bool:
+    """A POST to `path` reaches a model's queue: what count_arrivals counts."""
+    return path in _JSON_INFERENCE_PATHS or is_inference(path)
+
+
+def _key_guard(state: ServerState) -> Callable[..., Awaitable[None]]:
+    """The guard of every route that reaches a model: the API keys, when the server has some. A coroutine:
+    Litestar runs a plain function guard through a worker thread, one thread hop per request."""
+
+    async def require_key(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+        if not state.authorize(connection.headers.get("authorization")):
+            raise NotAuthorizedException(
+                detail="missing or wrong API key: send 'Authorization: Bearer <key>'",
+                headers={"WWW-Authenticate": 'Bearer realm="electra"'},
+            )
+
+    return require_key

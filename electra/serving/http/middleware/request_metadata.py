@@ -1,0 +1,70 @@
+"""Each request's metadata (electra.serving.engine.metadata), from its first byte to its answer: made here
+and put in the ASGI scope, where a route takes it to hand to the engine with the request; read here when the
+answer goes out.
+
+One layer does the three things that need it, because every layer costs each request its time: a POST that
+runs a model counts among the requests on their way to a queue (the batchers' Arrivals, so that a batch that
+is not full waits for it) until it enqueues or answers; the answer carries the stages the engine measured
+as its Server-Timing header; and a request that reached a model is added to that model's Triton statistics
+when its answer is done.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, MutableMapping
+from typing import Any
+
+from electra.serving.engine.batcher import Arrivals
+from electra.serving.engine.metadata import RequestMetadata
+from electra.serving.http.middleware.client_gone import went_away
+from electra.serving.http.server_timing import HEADER, header_value
+from electra.serving.http.statistics import Statistics
+
+SCOPE_KEY = "electra.metadata"
+
+
+def request_meta(scope: MutableMapping[str, Any]) -> RequestMetadata:
+    """The metadata of the request this scope is (a fresh one outside the middleware)."""
+    meta = scope.get(SCOPE_KEY)
+    return meta if meta is not None else RequestMetadata()
+
+
+def request_metadata(
+    arrivals: Arrivals, runs_model: Callable[[str], bool], statistics: Statistics
+) -> Callable[[Any], Any]:
+    """ASGI middleware: every HTTP request gets its RequestMetadata; a POST to a path for which `runs_model`
+    is true counts in `arrivals` until it enqueues (or answers without doing so)."""
+
+    def middleware(app: Any) -> Any:
+        async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+            meta = RequestMetadata()
+            scope[SCOPE_KEY] = meta
+            if scope["method"] == "POST" and runs_model(scope.get("path", "")):
+                meta.arrivals = arrivals
+                arrivals.expect()
+            start = time.perf_counter()
+            answer: list[Any] = [500, None]  # status, and when the answer started
+
+            async def send_with_timing(message: Any) -> None:
+                if message["type"] == "http.response.start":
+                    answer[:] = [message["status"], time.perf_counter()]
+                    if meta.stages:
+                        timing = (HEADER, header_value(meta.stages))
+                        message["headers"] = [*message.get("headers", ()), timing]
+                await send(message)
+
+            try:
+                await app(scope, receive, send_with_timing)
+            finally:
+                meta.enqueued()  # never enqueued (a 4xx, a disconnect): stop counting it
+                # A request whose client left (client_gone.py) neither succeeded nor failed: not counted.
+                if meta.model is not None and not went_away(scope):
+                    statistics.record(meta, start, answer[0], answer[1])
+
+        return wrapped
+
+    return middleware
