@@ -1,13 +1,13 @@
 """How many threads PyTorch gets for CPU work: one per core that is free when a training command starts.
 
 torch's default is one thread per core, and its OpenMP threads wait for each other at the end of every
-parallel operation by spinning. On cores that other jobs hold, the OS runs only some of those threads at a
-time and the others spin away their time slices waiting: the demo's pre-training on 2 cores shared with
-other jobs ran several times slower on 2 threads than on 1, far beyond a fair share's cost
-(`bench/demo_threads.py`, results in `bench/results/demo_threads_cpu.json`). So `electra demo`, `pretrain`
-and `finetune` look at how busy the cores are (half a second of /proc/stat, this process left out) and take
-the free ones, at least one, and say so in one line. OMP_NUM_THREADS, when set, wins: it is the standard way
-to choose, torch reads it too, and torchrun sets it to 1 for each of several processes on one machine.
+parallel operation, spinning at first. On cores that other jobs hold, the OS runs only some of those threads
+at a time and the others spin away their time slices waiting: the demo's pre-training on 2 cores shared with
+other jobs took 7.1x as long on 2 threads as on 1 (`bench/demo_threads.py`, median of per-round ratios in
+`bench/results/demo_threads_cpu.json`). So `electra demo`, `pretrain` and `finetune` look at how busy the
+cores are (half a second of /proc/stat, this process left out) and take the free ones, at least one, and say
+so in one line. OMP_NUM_THREADS, when set, wins: it is the standard way to choose, torch reads it too, and
+torchrun sets it to 1 for each of several processes on one machine.
 
 The count is chosen once, when the command starts: a job that starts later on the same cores is not seen.
 """
