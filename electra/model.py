@@ -9,7 +9,9 @@ transformers has no class for.
 
 Attention has two interchangeable paths (`attn_impl`): "sdpa" (torch's fused kernels, the default) and
 "math", the explicit BERT-shaped graph that ONNX Runtime's transformer optimizer pattern-matches into fused
-`Attention` nodes. Both take the same additive padding mask and agree to float rounding.
+`Attention` nodes. SDPA takes no mask for a batch without padding (so that it may run its flash kernel) and
+a boolean one otherwise; the explicit graph takes the additive float mask the fusion expects. Both agree to
+float rounding.
 """
 
 from __future__ import annotations
@@ -47,6 +49,17 @@ def extended_attention_mask(attention_mask: Tensor, dtype: torch.dtype) -> Tenso
     """
     mask = attention_mask[:, None, None, :].to(dtype)
     return (1.0 - mask) * torch.finfo(dtype).min
+
+
+def attention_mask_for(attention_mask: Tensor | None, impl: AttnImpl, dtype: torch.dtype) -> Tensor | None:
+    """What attention takes for a (B, L) 0/1 padding mask: None without one; for SDPA a boolean (B, 1, 1, L),
+    True where it attends (a float mask rules out the flash kernel and costs a cast and an add per layer); for
+    the explicit graph the additive float mask (extended_attention_mask)."""
+    if attention_mask is None:
+        return None
+    if impl == "sdpa":
+        return attention_mask[:, None, None, :].bool()
+    return extended_attention_mask(attention_mask, dtype)
 
 
 class ElectraEmbeddings(nn.Module):
@@ -101,18 +114,18 @@ class ElectraSelfAttention(nn.Module):
         # checks, which measured 5-8% slower per step than the explicit graph (bench/tagger_vs_hf.py).
         cpu_dropout = self.training and self.dropout.p > 0 and x.device.type == "cpu"
         if self.attn_impl == "sdpa" and not cpu_dropout:
-            # Any mask rules out the flash kernel on GPU; mem-efficient attention still takes it.
+            # Without a mask SDPA may pick its flash kernel on GPU; a boolean one leaves it the
+            # memory-efficient kernel.
             y = F.scaled_dot_product_attention(
-                q,
-                k,
-                v,
-                attn_mask=None if mask is None else mask.to(q.dtype),
-                dropout_p=self.dropout.p if self.training else 0.0,
+                q, k, v, attn_mask=mask, dropout_p=self.dropout.p if self.training else 0.0
             )
         else:
             # Keep this exact op sequence: ONNX Runtime's BERT attention fusion matches it.
             scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
-            if mask is not None:
+            if mask is not None and mask.dtype == torch.bool:
+                # SDPA's boolean mask on the CPU dropout path: the same scores as the additive mask gives.
+                scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+            elif mask is not None:
                 scores = scores + mask
             probs = self.dropout(F.softmax(scores, dim=-1))
             y = torch.matmul(probs, v)
@@ -188,13 +201,15 @@ class ElectraModel(nn.Module):
             else nn.Identity()
         )
         self.encoder = ElectraEncoder(cfg)
+        # The model's config (set_attention_impl edits its attn_impl), for the form of the attention mask.
+        self.config = cfg
 
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
     ) -> Tensor:
+        """attention_mask None: every position is a token (no padding), attention runs unmasked."""
         x = self.embeddings_project(self.embeddings(input_ids, token_type_ids))
-        mask = None if attention_mask is None else extended_attention_mask(attention_mask, x.dtype)
-        return self.encoder(x, mask)
+        return self.encoder(x, attention_mask_for(attention_mask, self.config.attn_impl, x.dtype))
 
 
 class ElectraPreTrainedModel(nn.Module):

@@ -110,6 +110,32 @@ def test_attention_paths_agree_with_padding() -> None:
     assert max_diff(model(**x2)[keep], sdpa[keep]) < 1e-5
 
 
+def test_sdpa_takes_a_boolean_mask_and_none_without_padding() -> None:
+    """SDPA gets a boolean mask (no float mask to build), none for a batch without padding (its flash kernel
+    may run); the CPU dropout path turns the boolean mask into the scores the additive mask gives."""
+    from electra.model import attention_mask_for
+
+    torch.manual_seed(0)
+    cfg = tiny(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    x = inputs(cfg)
+    mask = attention_mask_for(x["attention_mask"], "sdpa", torch.float32)
+    assert mask.dtype == torch.bool and mask.shape == (len(x["input_ids"]), 1, 1, x["input_ids"].shape[1])
+    assert attention_mask_for(None, "sdpa", torch.float32) is None
+    assert attention_mask_for(x["attention_mask"], "math", torch.float32).dtype == torch.float32
+    model = ElectraDiscriminator(cfg)
+    full = dict(x, attention_mask=torch.ones_like(x["attention_mask"]))
+    assert max_diff(model(x["input_ids"], None, x["token_type_ids"]), model(**full)) < 1e-6
+    # Training with attention dropout on the CPU runs the explicit graph: the same dropout draws over the
+    # boolean mask's scores and the additive mask's give the same outputs.
+    cfg = tiny(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.3)
+    model = ElectraDiscriminator(cfg).train()
+    torch.manual_seed(1)
+    boolean = model(**x)
+    model.set_attention_impl("math")
+    torch.manual_seed(1)
+    assert max_diff(model(**x), boolean) < 1e-5
+
+
 def test_legacy_buffers_accepted_by_load_state_dict() -> None:
     cfg = tiny()
     state = ElectraDiscriminator(cfg).state_dict()

@@ -327,8 +327,14 @@ def test_electra_step_loss_and_stats_are_consistent() -> None:
     attn = batch["attention_mask"]
     cfg = ObjectiveConfig()
     out = electra_step(gen, disc, batch, SPECIALS, cfg, seeded(2))
-    torch.testing.assert_close(out.loss, out.mlm_loss + 50.0 * out.disc_loss)
-    assert out.loss.dim() == 0 and out.loss.requires_grad
+    torch.testing.assert_close(out.loss(), out.mlm_loss + 50.0 * out.disc_loss)
+    assert out.loss().dim() == 0 and out.loss().requires_grad
+    # The sums divided by the counts given (the trainer's global batch's), the micro-batch's own by default.
+    torch.testing.assert_close(
+        out.loss(torch.tensor(40.0), torch.tensor(200.0)),
+        out.mlm_loss_sum / 40.0 + 50.0 * out.disc_loss_sum / 200.0,
+    )
+    assert out.disc_weight == 50.0
     s = out.stats
     assert set(s) == set(STAT_KEYS)
     assert all(v.dim() == 0 and v.dtype == torch.float32 and not v.requires_grad for v in s.values())
@@ -357,7 +363,7 @@ def test_electra_step_loss_and_stats_are_consistent() -> None:
     assert predicted.sum() == s["replaced_true_pos"]
 
     weighted = electra_step(gen, disc, batch, SPECIALS, ObjectiveConfig(disc_weight=3.0), seeded(2))
-    torch.testing.assert_close(weighted.loss, out.mlm_loss + 3.0 * out.disc_loss)
+    torch.testing.assert_close(weighted.loss(), out.mlm_loss + 3.0 * out.disc_loss)
 
 
 def test_electra_step_deterministic_by_seed() -> None:
@@ -365,7 +371,7 @@ def test_electra_step_deterministic_by_seed() -> None:
     batch = make_batch([32, 20, 9], 32)
     a = electra_step(gen, disc, batch, SPECIALS, ObjectiveConfig(), seeded(9))
     b = electra_step(gen, disc, batch, SPECIALS, ObjectiveConfig(), seeded(9))
-    assert torch.equal(a.loss, b.loss)
+    assert torch.equal(a.loss(), b.loss())
     assert all(torch.equal(a.stats[k], b.stats[k]) for k in STAT_KEYS)
 
 
@@ -401,9 +407,9 @@ def test_electra_step_under_bf16_autocast() -> None:
     batch = make_batch([32, 20, 9], 32)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = electra_step(gen, disc, batch, SPECIALS, ObjectiveConfig(), seeded(0))
-    assert out.loss.dtype == out.mlm_loss.dtype == out.disc_loss.dtype == torch.float32
-    assert torch.isfinite(out.loss)
-    out.loss.backward()
+    assert out.loss().dtype == out.mlm_loss.dtype == out.disc_loss.dtype == torch.float32
+    assert torch.isfinite(out.loss())
+    out.loss().backward()
 
 
 @pytest.mark.slow
@@ -434,7 +440,7 @@ def test_tiny_models_overfit_a_fixed_batch() -> None:
     for step in range(150):
         out = electra_step(gen, disc, batch, SPECIALS, cfg, seeded(step))
         opt.zero_grad()
-        out.loss.backward()
+        out.loss().backward()
         opt.step()
     after = evaluate()
     all_original = 1.0 - after["replaced_fraction"]
@@ -473,8 +479,9 @@ def test_mlm_step_loss_on_selected_positions_only() -> None:
         full = gen(masked, attn, tt)
     rows = torch.arange(len(ids)).unsqueeze(1).expand_as(positions)
     want = F.cross_entropy(full[rows[valid], positions[valid]], ids[rows[valid], positions[valid]])
-    torch.testing.assert_close(out.loss.detach(), want)
-    assert out.loss is out.mlm_loss and out.loss.requires_grad
+    torch.testing.assert_close(out.loss().detach(), want)
+    torch.testing.assert_close(out.loss(), out.mlm_loss)
+    assert out.loss().requires_grad
     assert out.disc_loss == 0
     s = out.stats
     assert set(s) == set(STAT_KEYS)
@@ -483,7 +490,7 @@ def test_mlm_step_loss_on_selected_positions_only() -> None:
         assert s[k] == 0
     assert out.disc_logits is None and out.disc_labels is None
     assert set(ratios(s)) == {"mlm_loss", "mlm_accuracy"}
-    out.loss.backward()
+    out.loss().backward()
 
 
 def test_mlm_step_uses_80_10_10() -> None:

@@ -63,7 +63,18 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
         help="checkpoint and exit after this step (for time-limited jobs); continue with --resume",
     )
     p.add_argument("--precision", choices=PRECISIONS, help="default: bf16 on CUDA, fp32 on CPU")
-    p.add_argument("--compile", action="store_true", help="torch.compile the training step")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the training step's forward and backward passes whole (fullgraph)",
+    )
+    p.add_argument(
+        "--no-cuda-graphs",
+        dest="cuda_graphs",
+        action="store_false",
+        default=DEFAULTS["cuda_graphs"],
+        help="on CUDA, launch the training step kernel by kernel instead of replaying it as one CUDA graph",
+    )
     p.add_argument("--device", choices=DEVICES, help="default: cuda when available, else cpu")
     p.add_argument(
         "--seed",

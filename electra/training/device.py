@@ -41,13 +41,17 @@ def resolve_precision(precision: str | None, device: torch.device) -> str:
     return precision
 
 
-def autocast(device: torch.device, precision: str) -> AbstractContextManager:
-    """The autocast context for a precision (a no-op for fp32). Reusable: enter it once per forward pass."""
+def autocast(device: torch.device, precision: str, cache: bool = True) -> AbstractContextManager:
+    """The autocast context for a precision (a no-op for fp32). Reusable: enter it once per forward pass.
+
+    `cache` False: no cache of the weights' low-precision copies, as a pass captured in a CUDA graph needs
+    (PyTorch's CUDA-graph notes ask for cache_enabled=False under autocast)."""
     if precision == "fp32":
         return nullcontext()
     import torch
 
-    return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device.type, dtype=dtype, cache_enabled=cache)
 
 
 def enable_tf32(device: torch.device) -> None:

@@ -76,7 +76,8 @@ class AdamWeightDecay(torch.optim.Optimizer):
             for p in params:
                 state = self.state[p]
                 if not state:
-                    state["step"] = torch.zeros((), dtype=torch.float32)
+                    # On the parameter's device, so that a step replayed as a CUDA graph counts too.
+                    state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
                     state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 state["step"] += 1
@@ -93,23 +94,72 @@ class AdamWeightDecay(torch.optim.Optimizer):
             update = torch._foreach_div(m, denom)
             if wd:
                 torch._foreach_add_(update, params, alpha=wd)
-            torch._foreach_add_(params, update, alpha=-lr)
+            if isinstance(lr, torch.Tensor):
+                # A learning rate held on the device (device_learning_rates) is read there, with no sync.
+                torch._foreach_mul_(update, lr)
+                torch._foreach_sub_(params, update)
+            else:
+                torch._foreach_add_(params, update, alpha=-lr)
         return loss
 
 
 def adam(
-    groups: list[dict], lr: float, kind: Adam, eps: float, fused: bool | None = None
+    groups: list[dict],
+    lr: float,
+    kind: Adam,
+    eps: float,
+    fused: bool | None = None,
+    capturable: bool = False,
 ) -> torch.optim.Optimizer:
     """The official uncorrected Adam or torch's AdamW: its fused kernel when every parameter is on one device
     type that has it (CUDA, and the CPU since torch 2.4), as Hugging Face's Trainer defaults to
-    (`adamw_torch_fused`); on small models the per-tensor loop otherwise costs as much as a layer."""
+    (`adamw_torch_fused`); on small models the per-tensor loop otherwise costs as much as a layer.
+    `capturable`: AdamW's state stays on the device, so that its step can be captured in a CUDA graph (the
+    official Adam's always does)."""
     if kind not in ADAMS:
         raise ValueError(f"adam must be one of {ADAMS}, got {kind!r}")
     if kind == "official":
         return AdamWeightDecay(groups, lr=lr, betas=(0.9, 0.999), eps=eps)
     if fused is None:
         fused = _fused_available([p for g in groups for p in g["params"]])
-    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=eps, fused=fused or None)
+    return torch.optim.AdamW(
+        groups, lr=lr, betas=(0.9, 0.999), eps=eps, fused=fused or None, capturable=capturable
+    )
+
+
+def device_learning_rates(optimizer: torch.optim.Optimizer) -> None:
+    """Hold each group's learning rate in a 0-d float32 tensor on its parameters' device, from now on.
+
+    A step that is compiled or replayed as a CUDA graph cannot read a Python float that changes every step
+    (compiled, each new value recompiles; captured, the first value stays forever); a tensor is read where it
+    lies, and the scheduler writes each new value into it in place (fill_, no host sync). The tensors
+    survive load_state_dict, which also puts back the kernel this optimizer was built with (fused,
+    capturable: the machine decides them, not the checkpoint); state_dict saves plain floats, so checkpoints
+    read the same either way. Build the scheduler before calling this: its base rates must stay floats.
+    """
+    _lr_tensors(optimizer)
+    optimizer.register_load_state_dict_post_hook(_lr_tensors)
+    optimizer.register_state_dict_post_hook(_lr_floats)
+
+
+def _lr_tensors(optimizer: torch.optim.Optimizer) -> None:
+    kernel = {k: optimizer.defaults[k] for k in ("fused", "capturable", "foreach") if k in optimizer.defaults}
+    on_device = isinstance(optimizer, AdamWeightDecay) or kernel.get("fused") or kernel.get("capturable")
+    for group in optimizer.param_groups:
+        device = group["params"][0].device
+        group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=device)
+        group.update(kernel)
+        for p in group["params"]:
+            state = optimizer.state.get(p, {})
+            if on_device and isinstance(state.get("step"), torch.Tensor):
+                state["step"] = state["step"].to(dtype=torch.float32, device=p.device)
+
+
+def _lr_floats(optimizer: torch.optim.Optimizer, state: dict) -> dict:
+    for group in state["param_groups"]:
+        if isinstance(group["lr"], torch.Tensor):
+            group["lr"] = float(group["lr"])
+    return state
 
 
 def _fused_available(params: list[nn.Parameter]) -> bool:

@@ -17,6 +17,9 @@ EMBEDDING_SHARINGS = ("tied", "gdes", "none")
 DEFAULT_EMBEDDING_SHARING = "tied"
 DEFAULT_GENERATOR_LR_SCALE = 1.0
 DEFAULT_GENERATOR_LR_SCOPE = "all"
+# The weight of the discriminator's loss against the generator's (the paper's lambda = 50); ObjectiveConfig's
+# default too, so the objective and the option cannot disagree.
+DEFAULT_DISC_WEIGHT = 50.0
 # electra.training.optim.ADAMS, mirrored so the CLI's --help needs no torch (tests/test_recipes.py checks).
 ADAMS = ("official", "torch")
 # electra.training.optim.SCHEDULES, mirrored likewise: "hf" (warmup, then linear decay over the rest) or
@@ -63,11 +66,15 @@ class PretrainConfig:
     generator_lr_scale: float = DEFAULT_GENERATOR_LR_SCALE
     generator_lr_scope: str = DEFAULT_GENERATOR_LR_SCOPE
     mask_prob: float | None = None
-    disc_weight: float = 50.0
+    disc_weight: float = DEFAULT_DISC_WEIGHT
     dropout: float | None = None
     stop_at: int | None = None
     precision: str | None = None
     compile: bool = False
+    # On CUDA, the whole step (forward, backward, optimizer) is captured once as a CUDA graph and replayed
+    # (training/pretrain/step.py); False runs it launch by launch. Where a graph cannot hold (several ranks,
+    # fp16's loss scaler), the run says why in one log line and runs without.
+    cuda_graphs: bool = True
     seed: int = 0
     resume: bool = False
     overwrite: bool = False

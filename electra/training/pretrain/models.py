@@ -1,7 +1,8 @@
 """The modules pre-training trains: ELECTRA's generator + discriminator pair, or the masked-LM baseline.
 
-Both take (batch, rng) and return the objective's StepOutput, and both say which of their parts are the
-Hugging Face models of the run (`hf_models`) and which one `--init` loads (`encoder`).
+Both take (batch, rng), or (batch, noise=...) with the step's random draws made beforehand, and return the
+objective's StepOutput; both say which of their parts are the Hugging Face models of the run (`hf_models`) and
+which one `--init` loads (`encoder`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from electra.training.pretrain.objective import (
     MLM_BASELINE,
     ObjectiveConfig,
     SpecialTokens,
+    StepNoise,
     StepOutput,
     electra_step,
     mlm_step,
@@ -59,14 +61,33 @@ class ElectraPretrainer(nn.Module):
     def encoder(self) -> nn.Module:
         return self.discriminator
 
+    @property
+    def samples(self) -> bool:
+        """Whether the step samples replacements (and so draws Gumbel noise)."""
+        return True
+
     def hf_models(self) -> dict[str, nn.Module]:
         return {DISCRIMINATOR_DIR: plain_discriminator(self.discriminator), GENERATOR_DIR: self.generator}
 
     def forward(
-        self, batch: dict[str, torch.Tensor], rng: torch.Generator, diagnostics: bool = False
+        self,
+        batch: dict[str, torch.Tensor],
+        rng: torch.Generator | None = None,
+        diagnostics: bool = False,
+        *,
+        noise: StepNoise | None = None,
+        padding: bool = True,
     ) -> StepOutput:
         return electra_step(
-            self.generator, self.discriminator, batch, self.specials, self.objective, rng, diagnostics
+            self.generator,
+            self.discriminator,
+            batch,
+            self.specials,
+            self.objective,
+            rng,
+            diagnostics,
+            noise=noise,
+            padding=padding,
         )
 
 
@@ -88,10 +109,30 @@ class MlmPretrainer(nn.Module):
         return {MLM_DIR: self.mlm}
 
     def forward(
-        self, batch: dict[str, torch.Tensor], rng: torch.Generator, diagnostics: bool = False
+        self,
+        batch: dict[str, torch.Tensor],
+        rng: torch.Generator | None = None,
+        diagnostics: bool = False,
+        *,
+        noise: StepNoise | None = None,
+        padding: bool = True,
     ) -> StepOutput:
         # The masked LM has no discriminator: nothing to diagnose beyond its loss.
-        return mlm_step(self.mlm, batch, self.specials, self.objective, rng, self.mlm.config.vocab_size)
+        return mlm_step(
+            self.mlm,
+            batch,
+            self.specials,
+            self.objective,
+            rng,
+            self.mlm.config.vocab_size,
+            noise=noise,
+            padding=padding,
+        )
+
+    @property
+    def samples(self) -> bool:
+        """Whether the step samples replacements (and so draws Gumbel noise)."""
+        return False
 
 
 Pretrainer = ElectraPretrainer | MlmPretrainer

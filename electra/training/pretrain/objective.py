@@ -16,7 +16,10 @@ and the number per row is counted over the candidates (TF counts [CLS]/[SEP] too
 Everything stays on the device with static shapes: the per-row selections are padded to K =
 max_predictions(L, mask_prob) slots with a `valid` flag, and statistics are returned as 0-d tensors of
 sums and counts, so a training loop can accumulate them over micro-batches and all-reduce them across
-ranks before the single host sync that turns them into ratios.
+ranks before the single host sync that turns them into ratios. The losses too are returned as sums:
+StepOutput.loss divides them by counts, the loss's one definition. Every random draw of a step can be made
+before it (StepNoise), so that the step itself draws nothing and can be compiled whole or replayed as a CUDA
+graph.
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from electra.errors import InputError
+from electra.training.pretrain.config import DEFAULT_DISC_WEIGHT
 from electra.training.pretrain.diagnostics.identity_auc import identity_masses
 
 # The TF code's epsilon in -log(-log(u + eps) + eps): keeps u == 0 (possible from torch.rand) finite.
 _GUMBEL_EPS = 1e-9
-# Gumbel noise is drawn this many floats at a time on the CPU (2 MB: a block stays in cache for its passes).
+# Gumbel noise is transformed this many floats at a time on the CPU (2 MB: a block stays in cache for its
+# passes).
 _CPU_BLOCK_ELEMENTS = 1 << 19
 
 STAT_KEYS = (
@@ -56,7 +61,7 @@ class ObjectiveConfig:
     # Of the selected positions: this share becomes [MASK], random_token_prob a random token, the rest stays.
     mask_token_prob: float = 0.85
     random_token_prob: float = 0.0  # ELECTRA: 0; the BERT baseline 0.1 (see MLM_BASELINE)
-    disc_weight: float = 50.0
+    disc_weight: float = DEFAULT_DISC_WEIGHT
     temperature: float = 1.0
 
     def __post_init__(self) -> None:
@@ -89,11 +94,60 @@ class SpecialTokens:
 
 
 @dataclass
+class StepNoise:
+    """Every random draw of one step's corruption, made before the step from its seeded generator in the order
+    the step consumes them (the same draws the step would make itself, so the same corruption).
+
+    A compiled step cannot take a torch.Generator and a CUDA graph replays into fixed buffers: the trainer
+    draws into these (draw_) and the step reads them. K = max_predictions(L, mask_prob), V the vocabulary.
+    """
+
+    vocab_size: int
+    scores: Tensor  # (B, L) uniform: each row's top-n candidates by score are selected
+    choice: Tensor  # (B, K) uniform: [MASK], a random token or the original, per slot
+    random_ids: Tensor | None  # (B, K) ids in [0, V - 1) (cfg.random_token_prob > 0 only)
+    gumbel: Tensor | None  # (B * K, V) uniform for Gumbel-max sampling (ELECTRA only; consumed in place)
+
+    @classmethod
+    def empty(
+        cls,
+        shape: tuple[int, int],
+        vocab_size: int,
+        cfg: ObjectiveConfig,
+        sample: bool,
+        device: torch.device | str,
+    ) -> StepNoise:
+        """Buffers for batches of `shape` (B, L); `sample`: the step samples replacements (ELECTRA)."""
+        B, L = shape
+        K = max_predictions(L, cfg.mask_prob)
+        return cls(
+            vocab_size=vocab_size,
+            scores=torch.empty(B, L, device=device),
+            choice=torch.empty(B, K, device=device),
+            random_ids=(
+                torch.empty(B, K, dtype=torch.long, device=device) if cfg.random_token_prob > 0 else None
+            ),
+            gumbel=torch.empty(B * K, vocab_size, device=device) if sample else None,
+        )
+
+    def draw_(self, generator: torch.Generator | None) -> StepNoise:
+        """Fill every buffer from `generator`, as the step's own draws would be (no host sync)."""
+        self.scores.uniform_(generator=generator)
+        self.choice.uniform_(generator=generator)
+        if self.random_ids is not None:
+            # Uniform over the vocabulary less [PAD]: V - 1 ids, mask_inputs steps over the pad id.
+            self.random_ids.random_(0, self.vocab_size - 1, generator=generator)
+        if self.gumbel is not None:
+            self.gumbel.uniform_(generator=generator)
+        return self
+
+
+@dataclass
 class StepOutput:
-    loss: Tensor  # scalar to call backward() on
-    # Both still carry the graph (so each can be back-propagated alone); detach before keeping them around.
-    mlm_loss: Tensor
-    disc_loss: Tensor
+    # This micro-batch's sums, still carrying the graph: loss() makes the loss from them.
+    mlm_loss_sum: Tensor
+    disc_loss_sum: Tensor
+    disc_weight: float
     # 0-d float32 sums and counts (keys: STAT_KEYS), never ratios: add them over micro-batches and ranks,
     # then divide (see ratios()).
     stats: dict[str, Tensor] = field(default_factory=dict)
@@ -105,6 +159,35 @@ class StepOutput:
     # (3, V) expected original / replaced / sampled mass per token id (diagnostics.identity_auc), when asked
     # for.
     identity_masses: Tensor | None = None
+
+    def loss(
+        self, mlm_count: Tensor | float | None = None, disc_count: Tensor | float | None = None
+    ) -> Tensor:
+        """The pre-training loss, defined here only: the masked-LM loss per prediction plus disc_weight times
+        the discriminator's loss per token.
+
+        Each sum is divided by a count: by default this micro-batch's own; the trainer passes its global
+        batch's (known from the data before the forward pass), so that a step's gradient is the same however
+        the batch is split over micro-steps and ranks. A count of 0 (nothing to predict) divides by 1.
+        """
+        mlm = _per(self.mlm_loss_sum, self.stats["mlm_count"] if mlm_count is None else mlm_count)
+        disc = _per(self.disc_loss_sum, self.stats["disc_count"] if disc_count is None else disc_count)
+        return mlm + self.disc_weight * disc
+
+    @property
+    def mlm_loss(self) -> Tensor:
+        """The masked-LM loss per prediction of this micro-batch (carries the graph)."""
+        return _per(self.mlm_loss_sum, self.stats["mlm_count"])
+
+    @property
+    def disc_loss(self) -> Tensor:
+        """The discriminator's loss per token of this micro-batch (carries the graph; 0 for the masked LM)."""
+        return _per(self.disc_loss_sum, self.stats["disc_count"])
+
+
+def _per(total: Tensor, count: Tensor | float) -> Tensor:
+    # clamp_min rather than a branch: a batch with nothing to predict gives 0 without a host sync.
+    return total / (count.clamp_min(1.0) if isinstance(count, Tensor) else max(float(count), 1.0))
 
 
 def ratios(stats: dict[str, Tensor | float]) -> dict[str, float]:
@@ -167,11 +250,13 @@ def select_positions(
     specials: SpecialTokens,
     mask_prob: float,
     generator: torch.Generator | None = None,
+    scores: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Pick max(1, round(n_b * mask_prob)) distinct positions uniformly among the n_b candidates of each row.
 
     Returns positions (B, K) long and valid (B, K) bool with K = max_predictions(L, mask_prob); the valid
-    slots come first, invalid ones (rows with fewer candidates, or none) point at position 0.
+    slots come first, invalid ones (rows with fewer candidates, or none) point at position 0. `scores` (B, L)
+    uniform, drawn beforehand (StepNoise), else drawn here from `generator`.
     """
     B, L = input_ids.shape
     K = max_predictions(L, mask_prob)
@@ -179,7 +264,8 @@ def select_positions(
     n = num_predictions(candidates.sum(dim=1), mask_prob)
     # The top n of i.i.d. uniform scores is a uniform random n-subset; non-candidates get -1 so they rank
     # below every candidate, and n <= num_candidates keeps them out of the valid slots.
-    scores = torch.rand(B, L, generator=generator, device=input_ids.device)
+    if scores is None:
+        scores = torch.rand(B, L, generator=generator, device=input_ids.device)
     scores = scores.masked_fill(~candidates, -1.0)
     positions = scores.topk(K, dim=1).indices
     valid = torch.arange(K, device=input_ids.device) < n.unsqueeze(1)
@@ -208,17 +294,25 @@ def mask_inputs(
     cfg: ObjectiveConfig,
     vocab_size: int,
     generator: torch.Generator | None = None,
+    choice: Tensor | None = None,
+    random_ids: Tensor | None = None,
 ) -> Tensor:
     """A copy of input_ids with each valid position turned into [MASK] (cfg.mask_token_prob), a random token
-    other than padding (cfg.random_token_prob), or left as it is (the rest)."""
+    other than padding (cfg.random_token_prob), or left as it is (the rest). `choice` (B, K) uniform and
+    `random_ids` (B, K) in [0, V - 1), drawn beforehand (StepNoise), else drawn here from `generator`."""
     originals = torch.gather(input_ids, 1, positions)
-    u = torch.rand(positions.shape, generator=generator, device=input_ids.device)
+    u = (
+        choice
+        if choice is not None
+        else torch.rand(positions.shape, generator=generator, device=input_ids.device)
+    )
     values = torch.where(u < cfg.mask_token_prob, torch.full_like(originals, specials.mask), originals)
     if cfg.random_token_prob > 0:
         # Uniform over the vocabulary less [PAD]: draw from V - 1 ids and step over the pad id.
-        random_ids = torch.randint(
-            0, vocab_size - 1, positions.shape, generator=generator, device=input_ids.device
-        )
+        if random_ids is None:
+            random_ids = torch.randint(
+                0, vocab_size - 1, positions.shape, generator=generator, device=input_ids.device
+            )
         random_ids = random_ids + (random_ids >= specials.pad).long()
         use_random = (u >= cfg.mask_token_prob) & (u < cfg.mask_token_prob + cfg.random_token_prob)
         values = torch.where(use_random, random_ids, values)
@@ -227,23 +321,31 @@ def mask_inputs(
 
 @torch.no_grad()
 def gumbel_sample(
-    logits: Tensor, generator: torch.Generator | None = None, temperature: float = 1.0
+    logits: Tensor,
+    generator: torch.Generator | None = None,
+    temperature: float = 1.0,
+    noise: Tensor | None = None,
 ) -> Tensor:
     """Token ids drawn from softmax(logits / temperature) over the last axis, by Gumbel-max.
 
-    In float32 whatever the logits' dtype: bf16 noise has 8 bits of mantissa, which visibly biases the
-    argmax between near-tied tokens. The noise is made in place, and on the CPU a block of rows at a time:
-    the (B, K, V) temporaries of the plain formula cost 3.5x the time at V = 30,522 (a third of a small
-    model's step). The CPU generator draws the same stream either way, so the samples are the same.
+    `noise`: uniform floats of shape (rows, V), drawn beforehand (StepNoise.gumbel) and overwritten here;
+    else drawn from `generator`. In float32 whatever the logits' dtype: bf16 noise has 8 bits of mantissa,
+    which visibly biases the argmax between near-tied tokens. Eagerly the noise is transformed in place, and
+    on the CPU a block of rows at a time: the (B, K, V) temporaries of the plain formula cost 3.5x the time at
+    V = 30,522 (a third of a small model's step). Compiled, the plain formula fuses into one pass.
     """
     scaled = (logits.float() / temperature).reshape(-1, logits.shape[-1])
+    if noise is None:
+        noise = torch.empty_like(scaled).uniform_(generator=generator)
+    if torch.compiler.is_compiling():
+        # -log(-log(u + eps) + eps) + logits, as the official code writes it.
+        gumbel = -torch.log(-torch.log(noise + _GUMBEL_EPS) + _GUMBEL_EPS)
+        return (gumbel + scaled).argmax(dim=-1).view(logits.shape[:-1])
     rows = scaled.shape[0] if scaled.device.type != "cpu" else max(1, _CPU_BLOCK_ELEMENTS // scaled.shape[1])
     out = torch.empty(scaled.shape[0], dtype=torch.long, device=scaled.device)
-    noise = torch.empty(min(rows, scaled.shape[0]), scaled.shape[1], device=scaled.device)
     for start in range(0, scaled.shape[0], rows):
         block = scaled[start : start + rows]
-        u = noise[: block.shape[0]].uniform_(generator=generator)
-        # -log(-log(u + eps) + eps) + logits, as the official code writes it.
+        u = noise[start : start + rows]
         u.add_(_GUMBEL_EPS).log_().neg_().add_(_GUMBEL_EPS).log_().neg_().add_(block)
         out[start : start + rows] = u.argmax(dim=-1)
     return out.view(logits.shape[:-1])
@@ -261,20 +363,30 @@ def corrupt_inputs(
     return corrupted, (corrupted != input_ids).long()
 
 
-def _masked_lm_loss(logits: Tensor, targets: Tensor, valid: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Mean cross-entropy over the valid slots (float32), its sum, and the count of correct argmaxes."""
+def _masked_lm_sums(logits: Tensor, targets: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:
+    """The cross-entropy summed over the valid slots (float32, carrying the graph), and the count of correct
+    argmaxes."""
     logits = logits.float()
     ce = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view_as(targets)
-    weights = valid.float()
-    loss_sum = (ce * weights).sum()
-    # clamp_min rather than a branch: a batch with nothing to predict gives 0 without a host sync.
-    loss = loss_sum / weights.sum().clamp_min(1.0)
+    loss_sum = (ce * valid.float()).sum()
     correct = ((logits.argmax(-1) == targets) & valid).float().sum()
-    return loss, loss_sum.detach(), correct
+    return loss_sum, correct
 
 
 def _zero(device: torch.device) -> Tensor:
     return torch.zeros((), device=device, dtype=torch.float32)
+
+
+def draw_noise(
+    generator: torch.Generator | None,
+    shape: tuple[int, int],
+    vocab_size: int,
+    cfg: ObjectiveConfig,
+    sample: bool,
+    device: torch.device | str,
+) -> StepNoise:
+    """Fresh noise for one step over batches of `shape` (B, L), drawn from `generator` (see StepNoise)."""
+    return StepNoise.empty(shape, vocab_size, cfg, sample, device).draw_(generator)
 
 
 def electra_step(
@@ -285,38 +397,56 @@ def electra_step(
     cfg: ObjectiveConfig,
     rng: torch.Generator | None = None,
     diagnostics: bool = False,
+    noise: StepNoise | None = None,
+    padding: bool = True,
 ) -> StepOutput:
-    """One forward pass of replaced token detection; call backward() on the returned loss.
+    """One forward pass of replaced token detection; call backward() on the returned output's loss().
 
     rng drives every random draw (positions, masking, sampling), so a seed reproduces the corruption; it
-    must live on the batch's device (torch.Generator(device="cuda") for CUDA batches). Dropout still uses
-    torch's global generator. `diagnostics` adds the identity-only masses (evaluation: a softmax over the
-    vocabulary at every slot, which training does not need).
+    must live on the batch's device (torch.Generator(device="cuda") for CUDA batches). `noise` gives those
+    draws made beforehand instead (the same ones for the same seed), so that the step draws nothing itself.
+    Dropout still uses torch's global generator. `padding` False promises that every position is a token:
+    attention then runs without a mask (the caller knows from the data's lengths, with no device sync).
+    `diagnostics` adds the identity-only masses (evaluation: a softmax over the vocabulary at every slot,
+    which training does not need).
     """
     input_ids = batch["input_ids"]
     attention_mask = batch["attention_mask"]
     token_type_ids = batch.get("token_type_ids")
     vocab_size = _vocab_size(generator_model)
+    if noise is None:
+        noise = draw_noise(rng, input_ids.shape, vocab_size, cfg, True, input_ids.device)
+    model_mask = attention_mask if padding else None
 
-    positions, valid = select_positions(input_ids, attention_mask, specials, cfg.mask_prob, rng)
-    masked_ids = mask_inputs(input_ids, positions, valid, specials, cfg, vocab_size, rng)
+    positions, valid = select_positions(
+        input_ids, attention_mask, specials, cfg.mask_prob, scores=noise.scores
+    )
+    masked_ids = mask_inputs(
+        input_ids,
+        positions,
+        valid,
+        specials,
+        cfg,
+        vocab_size,
+        choice=noise.choice,
+        random_ids=noise.random_ids,
+    )
     targets = torch.gather(input_ids, 1, positions)
 
-    gen_logits = generator_model(masked_ids, attention_mask, token_type_ids, masked_positions=positions)
-    mlm_loss, mlm_loss_sum, mlm_correct = _masked_lm_loss(gen_logits, targets, valid)
+    gen_logits = generator_model(masked_ids, model_mask, token_type_ids, masked_positions=positions)
+    mlm_loss_sum, mlm_correct = _masked_lm_sums(gen_logits, targets, valid)
 
     # Integer samples under no_grad: the discriminator loss cannot reach the generator except through the
     # embeddings the two share on purpose.
-    sampled = gumbel_sample(gen_logits.detach(), rng, cfg.temperature)
+    sampled = gumbel_sample(gen_logits.detach(), temperature=cfg.temperature, noise=noise.gumbel)
     corrupted, labels = corrupt_inputs(input_ids, positions, valid, sampled)
 
-    disc_logits = discriminator_model(corrupted, attention_mask, token_type_ids).float()
+    disc_logits = discriminator_model(corrupted, model_mask, token_type_ids).float()
     real = attention_mask.bool()
     weights = real.float()
     bce = F.binary_cross_entropy_with_logits(disc_logits, labels.float(), reduction="none")
     disc_loss_sum = (bce * weights).sum()
     num_tokens = weights.sum()
-    disc_loss = disc_loss_sum / num_tokens.clamp_min(1.0)
 
     with torch.no_grad():
         maskable = candidate_mask(input_ids, attention_mask, specials)
@@ -334,7 +464,7 @@ def electra_step(
         predicted = (disc_logits > 0) & real
         actual = labels.bool() & real
         stats = {
-            "mlm_loss_sum": mlm_loss_sum,
+            "mlm_loss_sum": mlm_loss_sum.detach(),
             "mlm_correct": mlm_correct,
             "mlm_count": valid.float().sum(),
             "disc_loss_sum": disc_loss_sum.detach(),
@@ -347,9 +477,9 @@ def electra_step(
             "num_tokens": num_tokens,
         }
     return StepOutput(
-        loss=mlm_loss + cfg.disc_weight * disc_loss,
-        mlm_loss=mlm_loss,
-        disc_loss=disc_loss,
+        mlm_loss_sum=mlm_loss_sum,
+        disc_loss_sum=disc_loss_sum,
+        disc_weight=cfg.disc_weight,
         stats=stats,
         disc_logits=disc_logits.detach(),
         # Detection is ranked over the tokens that can be replaced: [CLS] and [SEP] are originals by
@@ -366,30 +496,53 @@ def mlm_step(
     cfg: ObjectiveConfig = MLM_BASELINE,
     rng: torch.Generator | None = None,
     vocab_size: int | None = None,
+    noise: StepNoise | None = None,
+    padding: bool = True,
 ) -> StepOutput:
     """One forward pass of the masked-LM baseline (BERT's 80/10/10 with MLM_BASELINE): the loss covers the
-    selected positions only; the discriminator entries of the output are zeros."""
+    selected positions only; the discriminator entries of the output are zeros. rng, noise and padding as
+    for electra_step."""
     input_ids = batch["input_ids"]
     attention_mask = batch["attention_mask"]
     token_type_ids = batch.get("token_type_ids")
     if vocab_size is None:
         vocab_size = _vocab_size(model)
+    if noise is None:
+        noise = draw_noise(rng, input_ids.shape, vocab_size, cfg, False, input_ids.device)
 
-    positions, valid = select_positions(input_ids, attention_mask, specials, cfg.mask_prob, rng)
-    masked_ids = mask_inputs(input_ids, positions, valid, specials, cfg, vocab_size, rng)
+    positions, valid = select_positions(
+        input_ids, attention_mask, specials, cfg.mask_prob, scores=noise.scores
+    )
+    masked_ids = mask_inputs(
+        input_ids,
+        positions,
+        valid,
+        specials,
+        cfg,
+        vocab_size,
+        choice=noise.choice,
+        random_ids=noise.random_ids,
+    )
     targets = torch.gather(input_ids, 1, positions)
-    logits = model(masked_ids, attention_mask, token_type_ids, masked_positions=positions)
-    mlm_loss, mlm_loss_sum, mlm_correct = _masked_lm_loss(logits, targets, valid)
+    logits = model(
+        masked_ids, attention_mask if padding else None, token_type_ids, masked_positions=positions
+    )
+    mlm_loss_sum, mlm_correct = _masked_lm_sums(logits, targets, valid)
 
     # A tensor per key: a caller accumulating in place must not add into a zero shared by several keys.
     stats = {key: _zero(input_ids.device) for key in STAT_KEYS}
     stats.update(
-        mlm_loss_sum=mlm_loss_sum,
+        mlm_loss_sum=mlm_loss_sum.detach(),
         mlm_correct=mlm_correct,
         mlm_count=valid.float().sum(),
         num_tokens=attention_mask.bool().float().sum(),
     )
-    return StepOutput(loss=mlm_loss, mlm_loss=mlm_loss, disc_loss=_zero(input_ids.device), stats=stats)
+    return StepOutput(
+        mlm_loss_sum=mlm_loss_sum,
+        disc_loss_sum=_zero(input_ids.device),
+        disc_weight=cfg.disc_weight,
+        stats=stats,
+    )
 
 
 def _vocab_size(model: nn.Module) -> int:

@@ -7,13 +7,14 @@ Losses are normalised by the token and prediction counts of the *global* batch (
 they depend on the data only), so the gradient of a step is the same for any split into ranks and micro-steps.
 The masking randomness of each micro-batch is seeded from (seed, step, slice), so a run is reproducible, and
 a resumed run continues exactly where it stopped: a checkpoint holds every stateful part of the run
-(checkpoint_manager.TrainState).
+(checkpoint_manager.TrainState). The step itself (step.StepRunner) runs eagerly, compiled, or as a CUDA graph,
+and reads nothing back from the device: the host waits for it only when a record, an evaluation or a
+checkpoint is due.
 """
 
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,7 @@ from electra.files import DATA_MANIFEST_JSON, METRICS_JSONL
 from electra.progress import progress
 from electra.training.data.dataset import PretrainingData
 from electra.training.device import autocast, enable_tf32, resolve_precision
-from electra.training.optim import adam, build_scheduler
+from electra.training.optim import adam, build_scheduler, device_learning_rates
 from electra.training.pretrain.config import PretrainConfig
 from electra.training.pretrain.diagnostics.detection_auc import BINS, auc_from_histograms, logit_histograms
 from electra.training.pretrain.diagnostics.flops import electra_step_flops, peak_flops
@@ -41,6 +42,7 @@ from electra.training.pretrain.state.distributed import init_distributed, leave_
 from electra.training.pretrain.state.loader import GlobalBatchOrder, batch_counts, load_rows, micro_slice
 from electra.training.pretrain.state.run_dir import prepare_out_dir, write_run_config
 from electra.training.pretrain.state.signals import StopSignal
+from electra.training.pretrain.step import StepRunner, StepShape, plan_step
 
 if TYPE_CHECKING:
     import tokenizers
@@ -103,11 +105,11 @@ class PretrainTrainer:
         if self.dist.main:
             self._write_run_config()
             self.metrics.truncate_after(self.progress.step)
-        self.step_module = self._wrap_for_training()
         device = self.dist.device
         self.meter = TrainMeter(
             self.dist, peak_flops(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
         )
+        self.runner = self._step_runner()
         self.bar: Any = None
         self.last_record: dict[str, Any] = {}
 
@@ -157,11 +159,13 @@ class PretrainTrainer:
         if cfg.init:
             init_from_hf(self.model, cfg.init, self.vocab_size, self.data, self.log)
         self.model.to(device)
+        self.plan = plan_step(device, self.dist.world, self.precision, cfg.compile, cfg.cuda_graphs)
         groups = optimizer_groups(
             self.model, cfg.lr, cfg.weight_decay, cfg.generator_lr_scale, cfg.generator_lr_scope
         )
-        self.optimizer = adam(groups, cfg.lr, cfg.adam, eps=1e-6)
+        self.optimizer = adam(groups, cfg.lr, cfg.adam, eps=1e-6, capturable=self.plan.graphs)
         self.scheduler = build_scheduler(self.optimizer, cfg.warmup_steps, cfg.steps, cfg.schedule)
+        device_learning_rates(self.optimizer)
 
     @property
     def run_info(self) -> dict[str, Any]:
@@ -188,18 +192,39 @@ class PretrainTrainer:
             },
         )
 
-    def _wrap_for_training(self) -> nn.Module:
-        """The module the training step calls: compiled and/or DDP-wrapped. Evaluation, checkpoints and the
-        export use the plain model, whose parameters these wrappers share."""
-        d = self.dist
+    def _step_runner(self) -> StepRunner:
+        """The training step over the module it calls: the model, or DDP around it (compiled inside DDP when
+        --compile runs on several ranks). Evaluation, checkpoints and the export use the plain model, whose
+        parameters these wrappers share."""
+        cfg, d = self.cfg, self.dist
         step_module: nn.Module = self.model
-        if self.cfg.compile:
-            step_module = torch.compile(self.model)
         if d.world > 1:
+            inner = torch.compile(self.model) if cfg.compile else self.model
             step_module = nn.parallel.DistributedDataParallel(
-                step_module, device_ids=[d.local_rank] if d.device.type == "cuda" else None
+                inner, device_ids=[d.local_rank] if d.device.type == "cuda" else None
             )
-        return step_module
+        shape = StepShape(
+            micro_batches=cfg.grad_accum,
+            rows=self.micro_batch,
+            seq_len=self.seq_len,
+            vocab_size=self.vocab_size,
+            objective=self.model.objective,
+            samples=self.model.samples,
+        )
+        return StepRunner(
+            model=self.model,
+            step_module=step_module,
+            optimizer=self.optimizer,
+            scaler=self.scaler,
+            meter=self.meter,
+            plan=self.plan,
+            shape=shape,
+            device=d.device,
+            precision=self.precision,
+            world=d.world,
+            max_grad_norm=cfg.max_grad_norm,
+            log=self.log,
+        )
 
     # --------------------------------------------------------------------------------------------- training
 
@@ -208,48 +233,26 @@ class PretrainTrainer:
         cfg = self.cfg
         global_idx = self.batches.next_global_batch()
         n_tokens, n_masked = batch_counts(self.data.train, global_idx, self.special_ids, cfg.mask_prob)
-        for micro in range(cfg.grad_accum):
-            self._forward_backward(global_idx, micro, n_tokens, n_masked)
-        grad_norm = self._update()
+        batches, seeds = self.micro_batches(global_idx)
+        # Known from the data's lengths: a batch of full rows runs attention without a mask.
+        padding = n_tokens < cfg.batch_size * self.seq_len
+        self.runner.run(batches, seeds, n_masked, n_tokens, padding)
+        self.scheduler.step()
         self.progress.step += 1
         self.progress.tokens += n_tokens
         gen_cfg = self.gen_cfg if cfg.objective == "electra" else None
         flops = electra_step_flops(self.disc_cfg, gen_cfg, n_tokens, self.seq_len, n_masked)
-        self.meter.add_step(grad_norm, n_tokens, flops)
+        self.meter.add_step(n_tokens, flops)
 
-    def _forward_backward(self, global_idx: np.ndarray, micro: int, n_tokens: int, n_masked: int) -> None:
+    def micro_batches(self, global_idx: np.ndarray) -> tuple[list[dict[str, torch.Tensor]], list[int]]:
+        """This rank's micro-batches of a global batch, on the device, and the seed of each one's masking."""
         cfg, d = self.cfg, self.dist
-        slice_index = micro * d.world + d.rank
-        rows = micro_slice(global_idx, micro, d.rank, d.world, self.micro_batch)
-        batch = load_rows(self.data.train, rows, d.device)
-        seed = masking_seed(cfg.seed, self.progress.step, slice_index)
-        rng = torch.Generator(device=d.device).manual_seed(seed)
-        # DDP all-reduces gradients on every backward unless told not to; only the last micro-step needs it.
-        last = micro == cfg.grad_accum - 1
-        with nullcontext() if d.world == 1 or last else self.step_module.no_sync():
-            with self.autocast:
-                out = self.step_module(batch, rng)
-            # Token-weighted global means, summed over micro-batches and ranks (DDP averages, so x W).
-            loss = out.mlm_loss * out.stats["mlm_count"] / max(n_masked, 1)
-            if cfg.objective == "electra":
-                loss = loss + cfg.disc_weight * out.disc_loss * out.stats["disc_count"] / max(n_tokens, 1)
-            loss = loss * d.world
-            (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
-        self.meter.add_micro_batch(out.stats)
-
-    def _update(self) -> torch.Tensor:
-        """Clip, step the optimizer and the schedule; returns the gradient norm before clipping."""
-        if self.scaler is not None:
-            self.scaler.unscale_(self.optimizer)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
-        if self.scaler is not None:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return grad_norm
+        batches, seeds = [], []
+        for micro in range(cfg.grad_accum):
+            rows = micro_slice(global_idx, micro, d.rank, d.world, self.micro_batch)
+            batches.append(load_rows(self.data.train, rows, d.device))
+            seeds.append(masking_seed(cfg.seed, self.progress.step, micro * d.world + d.rank))
+        return batches, seeds
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, Any]:
@@ -346,7 +349,7 @@ class PretrainTrainer:
         """After a step: its train record and a validation pass, when they are due."""
         cfg, step = self.cfg, self.progress.step
         if step % cfg.log_every == 0 or step == cfg.steps:
-            lr = self.scheduler.get_last_lr()[0]
+            lr = float(self.scheduler.get_last_lr()[0])
             self.last_record = self.meter.record(step, self.progress.tokens, lr)
             self.log_metrics(self.last_record)
         if self.bar is not None:

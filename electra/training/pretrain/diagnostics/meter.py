@@ -1,7 +1,8 @@
 """Training metrics over a logging window: the objective's sums, gradient norms, throughput, memory, MFU.
 
-Statistics stay on the device as running sums until a record is due, then one all-reduce and one host sync
-turn them into the window's ratios: logging every step costs a sync per step, not one per statistic.
+The step adds its statistics into one device vector (add_stats, add_grad_norm: in place, inside a compiled or
+CUDA-graphed step too); nothing is read on the host until a record is due, when one all-reduce and one host
+sync turn the window's sums into its ratios: the steps between two records never wait for the device.
 """
 
 from __future__ import annotations
@@ -12,45 +13,51 @@ from typing import Any
 
 import torch
 
-from electra.training.pretrain.objective import ratios
+from electra.training.pretrain.objective import STAT_KEYS, ratios
 from electra.training.pretrain.state.distributed import Dist
+
+# The device vector's entries: the objective's statistics, then the sum of the steps' gradient norms.
+KEYS = (*STAT_KEYS, "grad_norm_sum")
 
 
 class TrainMeter:
     def __init__(self, dist: Dist, peak_flops: float | None) -> None:
         self.dist = dist
         self.peak_flops = peak_flops  # of one device; None where unknown (CPU): no MFU then
+        # Allocated once and zeroed in place: a captured step keeps adding into this very tensor.
+        self.sums = torch.zeros(len(KEYS), device=dist.device)
         self.start_window()
 
     def start_window(self) -> None:
-        self.sums: dict[str, torch.Tensor] = {}
-        self.start, self.tokens, self.flops = time.perf_counter(), 0, 0.0
+        self.sums.zero_()
+        self.start, self.steps, self.tokens, self.flops = time.perf_counter(), 0, 0, 0.0
 
-    def _add(self, key: str, value: torch.Tensor) -> None:
-        self.sums[key] = self.sums.get(key, 0) + value.detach().float()
+    def add_stats(self, stats: dict[str, torch.Tensor]) -> None:
+        """A micro-batch's sums (STAT_KEYS), added on the device."""
+        self.sums[: len(STAT_KEYS)] += torch.stack([stats[k].detach().float() for k in STAT_KEYS])
 
-    def add_micro_batch(self, stats: dict[str, torch.Tensor]) -> None:
-        for key, value in stats.items():
-            self._add(key, value)
+    def add_grad_norm(self, grad_norm: torch.Tensor) -> None:
+        self.sums[len(STAT_KEYS)] += grad_norm.detach().float()
 
-    def add_step(self, grad_norm: torch.Tensor, tokens: int, flops: float) -> None:
-        self._add("grad_norm_sum", grad_norm)
-        self._add("steps", torch.tensor(1.0, device=self.dist.device))
+    def add_step(self, tokens: int, flops: float) -> None:
+        """Host-side counts of a finished step (known from the data: no device value is read)."""
+        self.steps += 1
         self.tokens += tokens
         self.flops += flops
 
     def record(self, step: int, tokens_seen: int, lr: float) -> dict[str, Any]:
         """The window's train record, the same on every rank (sums reduced over ranks); starts a new one."""
-        elapsed = time.perf_counter() - self.start
         world = self.dist.world
-        s = self.dist.reduce_sums(self.sums)
-        steps = max(s.pop("steps", 1.0) / world, 1.0)
+        # The reduction waits for the device, so the window's time below counts the work it queued.
+        s = self.dist.reduce_sums(dict(zip(KEYS, self.sums.unbind(), strict=True)))
+        elapsed = time.perf_counter() - self.start
+        steps = max(self.steps, 1)
         rec: dict[str, Any] = {
             "split": "train",
             "step": step,
             "tokens": tokens_seen,
             "lr": lr,
-            "grad_norm": s.get("grad_norm_sum", 0.0) / world / steps,
+            "grad_norm": s.pop("grad_norm_sum") / world / steps,
         }
         rec.update(ratios(s))
         rec["tokens_per_s"] = self.tokens / elapsed

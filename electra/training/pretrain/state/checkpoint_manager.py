@@ -85,7 +85,7 @@ class TrainState:
             RNG_STATE: self.rng.state_dict(),
             **self.progress.state_dict(),
             "data_position": self.data.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
+            "scheduler": _plain(self.scheduler.state_dict()),
             "scaler": self.scaler.state_dict() if self.scaler is not None else None,
             "collapse_watch": self.collapse.state_dict(),
         }
@@ -104,6 +104,19 @@ class TrainState:
         # Checkpoints written before the watch existed: it starts afresh.
         if state.get("collapse_watch") is not None:
             self.collapse.load_state_dict(state["collapse_watch"])
+
+
+def _plain(value: Any) -> Any:
+    """A state as JSON values: a scheduler over learning rates held on the device
+    (optim.device_learning_rates) keeps its last rates as 0-d tensors; trainer_state.json holds the floats it
+    always has."""
+    if isinstance(value, torch.Tensor):
+        return value.item()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 class CheckpointManager:

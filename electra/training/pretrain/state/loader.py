@@ -110,4 +110,5 @@ def batch_counts(
     lengths = np.asarray(split.lengths[rows], dtype=np.int64)
     valid = np.arange(input_ids.shape[1])[None, :] < lengths[:, None]
     candidates = (valid & ~np.isin(input_ids, special_ids)).sum(axis=1)
-    return int(lengths.sum()), int(num_predictions(torch.from_numpy(candidates), p).sum())
+    # Read back through numpy: a host value, never a tensor read (the step reads nothing from tensors).
+    return int(lengths.sum()), int(num_predictions(torch.from_numpy(candidates), p).numpy().sum())
