@@ -166,7 +166,9 @@ def test_the_trainer_weights_the_discriminator_loss_by_disc_weight(
     monkeypatch.setattr(trainer.runner, "update", keep_gradients)
     global_idx = trainer.batches.next_global_batch()
     batches, seeds = trainer.micro_batches(global_idx)  # step 0's micro-batches and masking seeds
-    n_tokens, n_masked = batch_counts(trainer.data.train, global_idx, trainer.special_ids, trainer.cfg.mask_prob)
+    n_tokens, n_masked = batch_counts(
+        trainer.data.train, global_idx, trainer.special_ids, trainer.cfg.mask_prob
+    )
     trainer.batches.load_state_dict({"epoch": 0, "offset": 0})  # train_step takes the same batch
     trainer.train_step()
 
