@@ -260,7 +260,7 @@ def test_same_seed_same_tagger(tag_model: Path, tmp_path: Path) -> None:
     assert runs[0] == runs[1]
 
 
-def test_saved_tagger_runs_in_transformers_like_ours(tag_model: Path, tmp_path: Path) -> None:
+def test_saved_tagger_runs_in_transformers_like_ours(tag_model: Path, tmp_path: Path, capsys) -> None:
     import transformers
     from transformers import ElectraForTokenClassification
 
@@ -270,6 +270,8 @@ def test_saved_tagger_runs_in_transformers_like_ours(tag_model: Path, tmp_path: 
     dev = write_conll(tmp_path / "dev.txt", synthetic(10, 8))
     out = tmp_path / "tagger"
     assert main(tags_args(train, dev, tag_model, out, "--epochs", "1")) == 0
+    # The line `electra finetune` prints to load it: transformers' own class, no remote code.
+    assert f'  transformers: pipeline("token-classification", model="{out}")\n' in capsys.readouterr().out
     ours = load_hf_dir(out)
     theirs = ElectraForTokenClassification.from_pretrained(out).eval()
     ids = torch.tensor([[2, 9, 10, 11, 12, 3]])
