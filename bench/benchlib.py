@@ -1,16 +1,20 @@
 """What the benchmarks (and the experiments) share: the header every results file opens with, where results
-go and how paths are recorded, random-weight models and bundles to measure, and the alternating rounds whose
-per-round ratios a benchmark reports the median of (so a machine whose speed drifts moves both sides)."""
+go and how paths are recorded, commands run under a time limit, random-weight models and bundles to measure,
+and the alternating rounds whose per-round ratios a benchmark reports the median of (so a machine whose speed
+drifts moves both sides)."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,15 +29,26 @@ RESULTS = ROOT / "bench" / "results"
 # ------------------------------------------------------------------------------------------------ results
 
 
-def git_commit() -> str:
-    """The short commit of the checkout, recorded with every result."""
+def git_commit(root: Path = ROOT) -> str:
+    """The short commit of this project's checkout, recorded with every result.
+
+    Only the project's own git metadata counts: a copy of the tree without it, inside another repository (a
+    GPU host's scratch folder, say), would otherwise record that repository's commit. Without metadata of its
+    own, the commit is ELECTRA_COMMIT from the environment (set by whoever copied the tree), else "unknown".
+    """
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True
         )
-        return out.stdout.strip() or "unknown"
+        if top.returncode == 0 and Path(top.stdout.strip()).resolve() == Path(root).resolve():
+            out = subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
+            )
+            if out.stdout.strip():
+                return out.stdout.strip()
     except OSError:
-        return "unknown"
+        pass
+    return os.environ.get("ELECTRA_COMMIT", "").strip() or "unknown"
 
 
 def cpu_name() -> str:
@@ -113,6 +128,58 @@ def int_list(text: str) -> list[int]:
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return values
+
+
+# ------------------------------------------------------------------------------------ commands with limits
+
+
+def run_limited(
+    cmd: Sequence[str],
+    limit_s: float,
+    log: Path,
+    env: Mapping[str, str] | None = None,
+    grace_s: float = 20.0,
+) -> dict[str, Any]:
+    """Run `cmd` (its output into `log`) for at most `limit_s` seconds: then SIGTERM, which a pre-training run
+    answers with a checkpoint and exit 0, and SIGKILL after `grace_s` more. Never raises for the command's
+    failure: returns {"status": "passed" | "failed" | "timed out", "returncode", "seconds", "log_tail"}."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with log.open("wb") as out:
+        try:
+            proc = subprocess.Popen(
+                list(cmd),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=dict(env) if env is not None else None,
+                start_new_session=True,  # the whole group is signalled: a server it started stops too
+            )
+        except OSError as e:
+            return {"status": "failed", "returncode": None, "seconds": 0.0, "log_tail": str(e)}
+        timed_out = False
+        try:
+            proc.wait(timeout=max(limit_s, 0.1))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _signal_group(proc, signal.SIGTERM)
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                _signal_group(proc, signal.SIGKILL)
+                proc.wait()
+    status = "timed out" if timed_out else "passed" if proc.returncode == 0 else "failed"
+    return {
+        "status": status,
+        "returncode": proc.returncode,
+        "seconds": round(time.monotonic() - start, 2),
+        "log_tail": log.read_text(encoding="utf-8", errors="replace")[-3000:],
+    }
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # already gone
+        os.killpg(proc.pid, sig)
 
 
 # ------------------------------------------------------------------------------------- what is measured

@@ -1,0 +1,99 @@
+"""bench.gpu_suite: every step recorded whatever happens to the others (failure, time limit, nothing left of
+the budget), and the whole suite at toy sizes on the CPU, as CI runs it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.benchlib import ROOT, SHARED_DATA
+from bench.gpu_suite import Step, Suite, quick_plan
+
+
+def python_step(name: str, code: str, limit_s: float) -> Step:
+    """A step running `code`, whose last argument is its results file (the suite appends --out FILE)."""
+    return Step(name, ("-c", textwrap.dedent(code)), limit_s)
+
+
+def suite(tmp_path: Path, steps: list[Step], budget_s: float) -> dict:
+    args = argparse.Namespace(
+        device="cpu", quick=True, budget_s=budget_s, shared_data=SHARED_DATA, out=tmp_path / "out"
+    )
+    args.out.mkdir()
+    return Suite(args, steps, tmp_path / "work").run()
+
+
+def test_each_step_is_recorded_whatever_the_others_do(tmp_path: Path) -> None:
+    writes = "import json, sys; json.dump({'value': 1}, open(sys.argv[-1], 'w'))"
+    skips = "import json, sys; json.dump({'skipped': 'no data here'}, open(sys.argv[-1], 'w'))"
+    steps = [
+        python_step("fails", "import sys; print('boom'); sys.exit(3)", 30),
+        python_step("slow", "import time; time.sleep(60)", 1),
+        python_step("writes", writes, 30),
+        python_step("skips", skips, 30),
+    ]
+    start = time.monotonic()
+    record = suite(tmp_path, steps, budget_s=120)
+    assert time.monotonic() - start < 60
+    by_name = {s["name"]: s for s in record["steps"]}
+    assert list(by_name) == ["environment", "fails", "slow", "writes", "skips"]
+    assert by_name["environment"]["status"] == "passed"
+    assert record["environment"]["packages"]["torch"]
+    assert by_name["fails"]["status"] == "failed" and by_name["fails"]["returncode"] == 3
+    assert "boom" in by_name["fails"]["log_tail"]
+    assert by_name["slow"]["status"] == "timed out" and by_name["slow"]["seconds"] < 30
+    assert by_name["writes"]["status"] == "passed" and by_name["writes"]["result"] == {"value": 1}
+    assert by_name["writes"]["results"] == "writes.json"
+    assert by_name["skips"]["status"] == "skipped" and by_name["skips"]["reason"] == "no data here"
+    # suite.json holds the same record, with the commit and the command of every step.
+    saved = json.loads((tmp_path / "out" / "suite.json").read_text())
+    assert saved["steps"] == json.loads(json.dumps(record["steps"]))
+    assert saved["commit"] and all(s["command"].startswith("python -c") for s in saved["steps"][1:])
+
+
+def test_a_step_gets_what_is_left_of_the_budget_and_none_when_it_is_spent(tmp_path: Path) -> None:
+    steps = [
+        python_step("long", "import time; time.sleep(60)", 600),
+        python_step("after", "pass", 30),
+    ]
+    record = suite(tmp_path, steps, budget_s=12)
+    long, after = record["steps"][1:]
+    assert long["status"] == "timed out" and long["limit_s"] <= 12
+    assert after["status"] == "not run" and "budget" in after["reason"]
+
+
+def test_the_quick_plan_names_every_step_of_the_cuda_plan(tmp_path: Path) -> None:
+    from bench.gpu_suite import cuda_plan
+
+    assert [s.name for s in quick_plan(tmp_path)] == [s.name for s in cuda_plan(tmp_path)]
+    assert sum(s.limit_s for s in cuda_plan(tmp_path)) <= 540  # nine minutes in all
+
+
+@pytest.mark.slow
+def test_the_quick_suite_runs_every_step_on_the_cpu(tmp_path: Path) -> None:
+    out = tmp_path / "suite"
+    cmd = [sys.executable, "-m", "bench.gpu_suite", "--device", "cpu", "--quick", "--out", str(out)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3000)
+    record = json.loads((out / "suite.json").read_text())
+    statuses = {s["name"]: s["status"] for s in record["steps"]}
+    assert done.returncode == 0, (statuses, done.stdout[-3000:], done.stderr[-3000:])
+    assert list(statuses) == ["environment", *(s.name for s in quick_plan(tmp_path))]
+    pipeline = "skipped" if not SHARED_DATA.is_dir() else "passed"
+    assert all(v == "passed" for k, v in statuses.items() if k != "pipeline"), statuses
+    assert statuses["pipeline"] == pipeline
+    steps = {s["name"]: s for s in record["steps"]}
+    check = steps["train_step_check"]["result"]
+    assert check["passed"] and check["sync_free"]["eager"]["passed"]
+    small = steps["pretrain_small"]["result"]["results"][0]
+    assert {"eager", "compiled", "naive_hf"} <= set(small) and small["eager"]["top_kernels"]
+    assert small["compiled"]["first_call_s"] > 0
+    if pipeline == "passed":
+        stages = steps["pipeline"]["result"]["stages"]
+        assert all(stage["status"] == "passed" for stage in stages.values()), stages
