@@ -20,6 +20,8 @@ DEVICES = ("cpu", "cuda")
 HTTP_SERVERS = ("uvicorn", "granian")
 # The smallest max_header_bytes: hyper (granian's HTTP/1 parser) refuses a smaller read buffer.
 MIN_HEADER_BYTES = 8192
+# Each worker holds every model: more than this is a typo rather than a machine.
+MAX_WORKERS = 64
 
 
 @dataclass(frozen=True)
@@ -91,8 +93,21 @@ class ServeSettings:
             "need 'Authorization: Bearer KEY' (health, metrics and the page stay open)"
         ),
     )
-    # ONNX Runtime intra-op threads per model; 0 lets ONNX Runtime use every core.
-    threads: int = field(default=0, metadata=option("ONNX Runtime threads per model (0: all cores)"))
+    # ONNX Runtime intra-op threads per model; 0 lets ONNX Runtime use every core (with several workers on a
+    # CPU, each worker's share of them: electra.serving.http.workers.cpu_threads).
+    threads: int = field(
+        default=0,
+        metadata=option("ONNX Runtime threads per model (0: all cores, shared out among --workers)"),
+    )
+    # Server processes behind the one port (electra.serving.http.workers): the Python side of a request (HTTP,
+    # JSON, tokenization, post-processing) holds one core per process, which a GPU server runs out of first.
+    workers: int = field(
+        default=1,
+        metadata=option(
+            "server processes sharing the port, each with its own copy of every model (on a GPU: that many "
+            "instances of each model)"
+        ),
+    )
     # Seconds SIGTERM waits for in-flight requests before closing the remaining connections.
     graceful_timeout_s: float = field(
         default=30.0, metadata=option("seconds SIGTERM waits for in-flight requests", flag="graceful-timeout")
@@ -169,6 +184,8 @@ class ServeSettings:
             problems.append(f"inline_max_ms must be a finite number >= 0, got {self.inline_max_ms}")
         if self.threads < 0:
             problems.append(f"threads must be >= 0, got {self.threads}")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            problems.append(f"workers must be in 1..{MAX_WORKERS}, got {self.workers}")
         if not math.isfinite(self.graceful_timeout_s) or self.graceful_timeout_s < 0:
             problems.append(f"graceful_timeout_s must be a finite number >= 0, got {self.graceful_timeout_s}")
         for name in ("header_timeout_s", "body_timeout_s"):

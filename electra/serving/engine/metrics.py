@@ -20,7 +20,8 @@ class _Families:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         kw = {"namespace": NAMESPACE, "labelnames": ("model",), "registry": registry}
-        self.queue_size = Gauge("queue_size", "Inputs waiting for a batch", **kw)
+        # Summed over the live workers of a server with --workers (prometheus_client's multiprocess mode).
+        self.queue_size = Gauge("queue_size", "Inputs waiting for a batch", multiprocess_mode="livesum", **kw)
         self.batch_size = Histogram("batch_size", "Inputs per model call", buckets=_SIZES, **kw)
         self.batch_tokens = Histogram(
             "batch_tokens", "Padded tokens per model call (rows x longest row)", buckets=_TOKENS, **kw

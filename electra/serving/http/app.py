@@ -40,6 +40,7 @@ from electra.serving.http.protocols import is_inference, protocol_routes
 from electra.serving.http.routes_health import health_routes
 from electra.serving.http.routes_inference import inference_routes
 from electra.serving.http.routes_page import page_routes
+from electra.serving.http.siblings import Siblings
 from electra.serving.http.state import ServerState
 from electra.serving.http.tei import TEI_PATHS, tei_routes
 from electra.serving.settings import ServeSettings
@@ -51,10 +52,13 @@ def create_app(
     settings: ServeSettings,
     runners: dict[str, ModelRunner] | None = None,
     on_ready: Callable[[], None] | None = None,
+    siblings: Siblings | None = None,
 ) -> Litestar:
-    """The ASGI app. `runners` (models already loaded) is for tests and embedding; default: load them."""
+    """The ASGI app. `runners` (models already loaded) is for tests and embedding; default: load them.
+    `siblings`: the other workers' readiness, in a worker of a server with --workers."""
     settings = settings.with_keys()
-    state = ServerState(settings, runners if runners is not None else load_runners(settings), on_ready)
+    loaded = runners if runners is not None else load_runners(settings)
+    state = ServerState(settings, loaded, on_ready, siblings)
     # Without keys no guard at all: Litestar copies the handler for every guard call on every request.
     guards = [_key_guard(state)] if settings.api_keys else []
     app = Litestar(

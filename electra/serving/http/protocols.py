@@ -136,7 +136,7 @@ def _v2_server_routes(state: ServerState, guards: list[Any]) -> list[Any]:
     @get("/v2/models/stats", guards=guards, tags=tags, responses=_errors(401))
     async def all_statistics() -> dict[str, list[dict[str, Any]]]:
         """Triton's statistics extension for every model."""
-        return {"model_stats": [state.statistics.json(name, VERSION) for name in state.runners]}
+        return {"model_stats": state.statistics.json(state.runners, VERSION)}
 
     @get("/v2/health/live", tags=tags)
     async def live() -> dict[str, bool]:
@@ -165,7 +165,7 @@ def _v2_model_routes(state: ServerState, guards: list[Any]) -> list[Any]:
         return config_of(_model(state, name, version), state.settings)
 
     async def statistics(name: str, version: str | None) -> dict[str, list[dict[str, Any]]]:
-        return {"model_stats": [state.statistics.json(_model(state, name, version).name, VERSION)]}
+        return {"model_stats": state.statistics.json([_model(state, name, version).name], VERSION)}
 
     async def readiness(name: str, version: str | None) -> Response[dict[str, Any]]:
         runner = _model(state, name, version)

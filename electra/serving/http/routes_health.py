@@ -37,4 +37,6 @@ def _readiness(state: ServerState) -> Response[Status]:
         return Response(Status(status="ready"))
     if state.failure:
         return Response(Status(status="failed", detail=state.failure), status_code=503)
-    return Response(Status(status="loading"), status_code=503, headers={"Retry-After": "1"})
+    return Response(
+        Status(status="loading", detail=state.loading()), status_code=503, headers={"Retry-After": "1"}
+    )

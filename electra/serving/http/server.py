@@ -7,25 +7,34 @@ graceful_timeout_s), then runs the app's shutdown, which drains every batcher; t
 uvicorn (the default) runs the ASGI app on uvloop with httptools' parser, through uvicorn_protocol.py's
 header deadline, header size limit and connection cap. granian (--http-server granian, optional: pip install
 granian) parses HTTP in Rust and runs the same app on the same kind of event loop, embedded in this process
-(one worker: the models are loaded once, here), with the same limits in its own terms: hyper closes a
+(one granian worker: the models are loaded once, here), with the same limits in its own terms: hyper closes a
 connection whose headers are late (no 408), answers 431 itself, and leaves connections beyond the cap
 waiting in the listen backlog. Both log through electra.logs.
+
+With --workers N (electra.serving.http.workers) this process supervises N such servers, each in a process of
+its own with its own models (`run_worker`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import os
 import signal
 import socket
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from electra import logs
 from electra.errors import InputError
 from electra.serving.engine.backend import check_bundles, load_runners
+from electra.serving.engine.runtime import ModelRunner
 from electra.serving.http.app import create_app
+from electra.serving.http.siblings import Siblings
+from electra.serving.http.workers import EXIT_INPUT, Supervisor, cpu_threads, watch_supervisor
 from electra.serving.settings import ServeSettings
 
 log = logging.getLogger("electra.serving")
@@ -104,32 +113,80 @@ def _make_room_for_connections(max_connections: int) -> None:
 def serve(
     settings: ServeSettings, access_log: bool = False, on_ready: Callable[[], None] | None = None
 ) -> None:
-    """Serve until SIGTERM/SIGINT; on_ready runs once every model is warmed up."""
+    """Serve until SIGTERM/SIGINT; on_ready runs once every model is warmed up (in every worker). With
+    --workers above 1 this process supervises the workers (electra.serving.http.workers); ElectraError when
+    it had to stop them for a failure."""
     settings = settings.with_keys()
     _check_http_server(settings.http_server)
     check_bundles(settings)  # a wrong path is reported first: the port is a question only once it is right
-    _check_port_free(settings.host, settings.port)
     # One format for our lines and the HTTP server's (startup, errors, access): the one `--log-format` set.
+    if settings.workers > 1:
+        if settings.http_server == "granian":  # each worker binds the port itself (SO_REUSEPORT)
+            _check_port_free(settings.host, settings.port)
+        logs.configure(logs.current_format(), level=settings.log_level, others_level=settings.log_level)
+        Supervisor(settings, run_worker, access_log, on_ready).serve()
+        return
+    _check_port_free(settings.host, settings.port)
     logs.configure(logs.current_format(), level=settings.log_level, others_level=settings.log_level)
     _make_room_for_connections(settings.max_connections)
+    app = create_app(settings, _load(settings), on_ready=on_ready)
+    _run(app, settings, access_log)
+
+
+def run_worker(
+    settings: ServeSettings,
+    sock: socket.socket | None,
+    index: int,
+    flags: Any,
+    log_format: str,
+    access_log: bool,
+    supervisor: int,
+) -> None:
+    """One worker of a server with --workers, in a process of its own: its models loaded, served on the
+    supervisor's socket (`sock`; granian: the port, bound again with SO_REUSEPORT) until SIGTERM. A failure
+    is one line and an exit status, as the CLI's: 2 for bad input (EXIT_INPUT), 1 for anything else."""
+    # Its own process group: a Ctrl-C on the terminal reaches only the supervisor, which stops the workers
+    # with one SIGTERM each (a second signal would cut uvicorn's drain short).
+    os.setpgrp()
+    logs.configure(log_format, level=settings.log_level, others_level=settings.log_level)
+    watch_supervisor(supervisor)
+    try:
+        settings = dataclasses.replace(settings, threads=cpu_threads(settings))
+        _make_room_for_connections(settings.max_connections)
+        app = create_app(settings, _load(settings, f"worker {index}: "), siblings=Siblings(flags, index))
+        _run(app, settings, access_log, sock)
+    except InputError as e:
+        log.error("worker %d: %s", index, e)
+        sys.exit(EXIT_INPUT)
+    except Exception as e:  # a bug: one line here, the traceback with --log-level debug
+        log.error("worker %d: internal error: %s: %s", index, e.__class__.__name__, e)
+        log.debug("worker %d failed", index, exc_info=True)
+        sys.exit(1)
+
+
+def _load(settings: ServeSettings, who: str = "") -> dict[str, ModelRunner]:
     runners = load_runners(settings)
     for name, runner in runners.items():
         log.info(
-            "loaded %s: %s (%s, %s) on %s",
+            "%sloaded %s: %s (%s, %s) on %s",
+            who,
             name,
             runner.path,
             runner.kind,
             runner.bundle.precision,
             ", ".join(runner.session.get_providers()),
         )
-    app = create_app(settings, runners, on_ready=on_ready)
+    return runners
+
+
+def _run(app: Any, settings: ServeSettings, access_log: bool, sock: socket.socket | None = None) -> None:
     if settings.http_server == "granian":
         _run_granian(app, settings, access_log)
     else:
-        _run_uvicorn(app, settings, access_log)
+        _run_uvicorn(app, settings, access_log, sock)
 
 
-def _run_uvicorn(app: Any, settings: ServeSettings, access_log: bool) -> None:
+def _run_uvicorn(app: Any, settings: ServeSettings, access_log: bool, sock: socket.socket | None) -> None:
     import uvicorn
 
     from electra.serving.http.uvicorn_protocol import Limits, guarded_protocol
@@ -150,7 +207,7 @@ def _run_uvicorn(app: Any, settings: ServeSettings, access_log: bool) -> None:
     # uvicorn re-raises the signal that stopped it once shutdown is done, which would make a clean,
     # drained SIGTERM exit 143; with this handler installed first, that re-raise is a no-op and we exit 0.
     signal.signal(signal.SIGTERM, lambda *_: None)
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=None if sock is None else [sock])
 
 
 # granian's own loggers: its messages ("_granian", the name its Rust side logs under) and access lines.

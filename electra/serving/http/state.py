@@ -1,5 +1,6 @@
 """What every route of one app shares: the engine (electra.serving.engine.backend: the models, their
-batchers, readiness and the core every route hands its request to), Triton's statistics, and the API keys.
+batchers, readiness and the core every route hands its request to), Triton's statistics, the API keys, and
+with --workers the other workers' readiness.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from litestar import Litestar
 
 from electra.serving.engine.backend import BatchingBackend
 from electra.serving.engine.runtime import ModelRunner
+from electra.serving.http.siblings import Siblings
 from electra.serving.http.statistics import Statistics
 from electra.serving.settings import ServeSettings
 
@@ -24,9 +26,11 @@ class ServerState:
         settings: ServeSettings,
         runners: dict[str, ModelRunner],
         on_ready: Callable[[], None] | None = None,
+        siblings: Siblings | None = None,
     ) -> None:
         self.settings = settings
-        self.engine = BatchingBackend(settings, runners, on_ready)
+        self.siblings = siblings
+        self.engine = BatchingBackend(settings, runners, self._ready_callback(on_ready))
         self.inference = self.engine.inference
         self.runners = runners
         self.statistics = Statistics(runners)
@@ -34,11 +38,31 @@ class ServerState:
 
     @property
     def ready(self) -> bool:
-        return self.engine.ready
+        """Whether the server can take traffic: every model warm, in every worker."""
+        return self.engine.ready and (self.siblings is None or self.siblings.all_ready())
 
     @property
     def failure(self) -> str | None:
         return self.engine.failure
+
+    def loading(self) -> str | None:
+        """What a server that is not ready yet waits for, when it is other workers."""
+        if self.siblings is None or not self.engine.ready:
+            return None
+        return f"{self.siblings.count_ready()} of {len(self.siblings.flags)} workers ready"
+
+    def _ready_callback(self, on_ready: Callable[[], None] | None) -> Callable[[], None] | None:
+        """What the engine calls when its warm-up is done: this worker's flag set, then `on_ready`."""
+        siblings = self.siblings
+        if siblings is None:
+            return on_ready
+
+        def ready() -> None:
+            siblings.mark(True)
+            if on_ready is not None:
+                on_ready()
+
+        return ready
 
     @asynccontextmanager
     async def lifespan(self, _: Litestar) -> AsyncIterator[None]:

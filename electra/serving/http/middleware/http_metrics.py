@@ -30,11 +30,18 @@ class _Families:
         self.http_duration = Histogram(
             "request_duration_seconds", "Request duration, in seconds", labelnames=answered, **http
         )
+        # Gauges are summed over the live workers of a server with --workers (multiprocess mode).
         self.http_in_progress = Gauge(
-            "requests_in_progress", "Total requests currently in progress", labelnames=route, **http
+            "requests_in_progress",
+            "Total requests currently in progress",
+            labelnames=route,
+            multiprocess_mode="livesum",
+            **http,
         )
         # The HTTP layer's own answers, which never reach the app (uvicorn; see uvicorn_protocol.py).
-        self.http_connections = Gauge("connections", "Client connections open (uvicorn)", **http)
+        self.http_connections = Gauge(
+            "connections", "Client connections open (uvicorn)", multiprocess_mode="livesum", **http
+        )
         self.http_rejected = Counter(
             "rejected",
             "Connections answered by the HTTP layer before any route: 408 (headers too slow), 431 (headers "
