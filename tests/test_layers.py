@@ -25,7 +25,7 @@ def test_import_contracts_are_kept() -> None:
     exe = lint_imports()
     if exe is None:
         pytest.skip("lint-imports is not installed (import-linter, a dev extra)")
-    r = subprocess.run([exe], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    r = subprocess.run([exe, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"lint-imports failed (exit {r.returncode}):\n{r.stdout}\n{r.stderr}"
 
 

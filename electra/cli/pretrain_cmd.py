@@ -237,8 +237,11 @@ def run_pretrain(args: argparse.Namespace) -> int:
         options["init"] = resolve(args.init, args.revision, what="model")
     elif args.revision is not None:
         raise InputError("--revision goes with --init (a Hugging Face Hub id); drop it or add --init")
+    config = PretrainConfig(**options, progress=show_progress(args))
+    # The options are checked before the threads are chosen, so a bad one is a single line on stderr.
+    config.resolved()
     use_free_cores("pre-training")
-    result = pretrain(PretrainConfig(**options, progress=show_progress(args)))
+    result = pretrain(config)
     last = result["last"]
     if result["stopped"]:
         log.info("stopped at step %d; continue with --resume", result["step"])
