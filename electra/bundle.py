@@ -12,7 +12,9 @@ Imports neither torch nor onnx: the server has neither.
 Compatibility: every bundle.json the exporter has written (format version 1) has every field below, so all
 are required except the nullable ones (labels, problem_type, dev_accuracy, a parity's agreement and
 tolerance), which default to null. `generator` came later, with a default (null: no generator), so a bundle
-without it reads as before, and an older server reads a bundle with one as a plain discriminator. Unknown
+without it reads as before, and an older server reads a bundle with one as a plain discriminator. `embedding`
+likewise (null: a bundle exported before the graph answered its last hidden state, which cannot embed until it
+is exported again; an older server ignores the extra output). Unknown
 fields are ignored, so a newer exporter may add information
 without breaking older servers; a change older readers must not ignore needs a new BUNDLE_VERSION.
 """
@@ -38,11 +40,19 @@ Kind = Literal["discriminator", "classifier", "tagger"]
 EXPORTABLE_KINDS: tuple[str, ...] = get_args(Kind)
 Precision = Literal["fp32", "fp16", "int8"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
+# How a sentence vector is made of the last hidden state: the [CLS] position's (what ELECTRA's classifier head
+# reads, so the default), or the mean over the real tokens (sentence-transformers' usual pooling).
+Pooling = Literal["cls", "mean"]
+POOLINGS: tuple[str, ...] = get_args(Pooling)
 
 # The graph's inputs (int64, batch x sequence) and its output: float32 logits, batch x sequence for a
 # discriminator, batch x labels for a classifier, batch x sequence x labels for a tagger.
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "logits"
+# A second output of every encoder's graph (not the generator's): the encoder's last hidden state, float32
+# batch x sequence x hidden_size, transformers' name for it. It is an intermediate the logits need anyway, so
+# a session that asks only for the logits computes and copies nothing more.
+HIDDEN_OUTPUT = "last_hidden_state"
 # The generator's graph takes one more input: flat indices into the batch x sequence positions (row * padded
 # length + position) where a prediction is wanted; its logits are masked positions x vocabulary, so the
 # vocabulary projection runs only where it is read.
@@ -129,6 +139,15 @@ class Generator(msgspec.Struct, frozen=True, kw_only=True):
     source: Source
 
 
+class Embedding(msgspec.Struct, frozen=True, kw_only=True):
+    """The graph's last hidden state (HIDDEN_OUTPUT), and how a sentence vector is pooled from it."""
+
+    output: str = HIDDEN_OUTPUT
+    pooling: Pooling
+    dimensions: int  # the hidden size: each vector's length
+    parity: Parity  # the hidden state at real tokens, PyTorch against the graph
+
+
 class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     """bundle.json, field for field and in its order."""
 
@@ -156,15 +175,16 @@ class Bundle(msgspec.Struct, frozen=True, kw_only=True):
     parity: Parity
     dev_accuracy: DevAccuracy | None = None
     generator: Generator | None = None
+    embedding: Embedding | None = None
     source: Source
     versions: Versions
     created: str  # ISO 8601, UTC
 
     def to_dict(self) -> dict[str, Any]:
-        """bundle.json's JSON object (without `generator` or `label_thresholds` when there is none, as before
-        they existed)."""
+        """bundle.json's JSON object (without `generator`, `label_thresholds` or `embedding` when there is
+        none, as before they existed)."""
         out = msgspec.to_builtins(self)
-        for optional in ("generator", "label_thresholds"):
+        for optional in ("generator", "label_thresholds", "embedding"):
             if out.get(optional) is None:
                 out.pop(optional, None)
         return out
@@ -264,6 +284,9 @@ def _problems(raw: dict[str, Any]) -> list[str]:
     generator = raw.get("generator")
     if generator is not None and raw.get("kind") != "discriminator":
         problems.append(f"a {raw.get('kind')} has no generator (only a discriminator does)")
+    embedding = raw.get("embedding")
+    if isinstance(embedding, dict) and embedding.get("pooling") not in POOLINGS:
+        problems.append(f"embedding pooling {embedding.get('pooling')!r} is not one of {', '.join(POOLINGS)}")
     return problems
 
 
@@ -272,17 +295,21 @@ __all__ = [
     "BUNDLE_VERSION",
     "EXPORTABLE_KINDS",
     "GENERATOR_INPUT_NAMES",
+    "HIDDEN_OUTPUT",
     "INPUT_NAMES",
     "MASKED_POSITIONS",
     "OUTPUT_NAME",
     "PADDING_SIDE",
+    "POOLINGS",
     "PRECISIONS",
     "Bundle",
     "DevAccuracy",
+    "Embedding",
     "ExportSettings",
     "Generator",
     "Kind",
     "Parity",
+    "Pooling",
     "Precision",
     "Quantization",
     "Source",

@@ -39,12 +39,15 @@ def classifier(tmp_path: Path) -> Path:
 
 def test_export_writes_a_fused_bundle(classifier: Path, tmp_path: Path, capsys) -> None:
     bundle = tmp_path / "bundle"
-    assert main(["export", "--model", str(classifier), "--out", str(bundle)]) == 0
+    args = ["export", "--model", str(classifier), "--out", str(bundle), "--pooling", "mean"]
+    assert main(args) == 0
     out = capsys.readouterr().out
     assert "2 Attention" in out and "classifier fp32" in out
     meta = json.loads((bundle / "bundle.json").read_text())
     assert meta["kind"] == "classifier" and meta["fused_operators"]["Attention"] == 2
     assert meta["parity"]["max_abs_diff"] < 1e-4
+    # --pooling: how /embed pools the last hidden state the graph answers beside the logits.
+    assert meta["embedding"]["pooling"] == "mean" and meta["embedding"]["parity"]["max_abs_diff"] < 1e-4
     assert {"model.onnx", "tokenizer.json", "config.json", "bundle.json"} <= {
         p.name for p in bundle.iterdir()
     }

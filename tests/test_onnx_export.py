@@ -19,7 +19,7 @@ import onnxruntime
 import pytest
 import torch
 
-from electra.bundle import BUNDLE_FORMAT, INPUT_NAMES, read_bundle
+from electra.bundle import BUNDLE_FORMAT, HIDDEN_OUTPUT, INPUT_NAMES, read_bundle
 from electra.config import ElectraConfig
 from electra.errors import ElectraError, InputError
 from electra.hf_format import save_hf_dir
@@ -207,6 +207,66 @@ def test_fp32_parity_and_bundle_contents(disc_bundle, clf_bundle, disc_dir: Path
     assert clf_bundle[1]["labels"] == {str(k): v for k, v in LABELS.items()}
 
 
+def pytorch_hidden_state(model_dir: Path, batch: dict[str, np.ndarray]) -> np.ndarray:
+    """The backbone's output (transformers' last_hidden_state) of the model in `model_dir`."""
+    from electra.hf_format import load_hf_dir
+
+    model = load_hf_dir(model_dir)
+    with torch.no_grad():
+        return model.electra(*(torch.from_numpy(batch[k]) for k in INPUT_NAMES)).numpy()
+
+
+def test_every_encoder_graph_answers_its_last_hidden_state(
+    disc_bundle, clf_bundle, disc_dir: Path, clf_dir: Path
+) -> None:
+    """The second output is the backbone's output at every real token, the logits unchanged beside it; the
+    export measured its parity, and recorded CLS pooling (the default) and the vector's length."""
+    batch = random_batch(4, 24, seed=3)
+    real = batch["attention_mask"].astype(bool)
+    for (bundle, meta), model_dir in ((disc_bundle, disc_dir), (clf_bundle, clf_dir)):
+        sess = session(bundle)
+        assert [o.name for o in sess.get_outputs()] == ["logits", HIDDEN_OUTPUT]
+        logits, hidden = sess.run(None, batch)
+        assert hidden.shape == (4, 24, 64) and hidden.dtype == np.float32
+        np.testing.assert_allclose(hidden[real], pytorch_hidden_state(model_dir, batch)[real], atol=1e-4)
+        reference = pytorch_logits(model_dir, batch)
+        if meta["kind"] == "discriminator":  # per token: padding's logits are never read
+            logits, reference = logits[real], reference[real]
+        np.testing.assert_allclose(logits, reference, atol=1e-4)
+        embedding = meta["embedding"]
+        assert embedding["output"] == HIDDEN_OUTPUT and embedding["pooling"] == "cls"
+        assert embedding["dimensions"] == 64
+        parity = embedding["parity"]
+        assert parity["max_abs_diff"] < 1e-4 and parity["tolerance"] == 1e-4 and parity["agreement"] == 1.0
+        assert parity["real_tokens"] == meta["parity"]["real_tokens"]
+        assert read_bundle(bundle).embedding is not None
+
+
+def test_mean_pooling_is_recorded_and_a_bad_pooling_refused(root: Path, disc_dir: Path) -> None:
+    meta = export_bundle(disc_dir, root / "disc-mean", pooling="mean", max_seq_len=32)
+    assert meta["embedding"]["pooling"] == "mean"
+    one_line_input_error(
+        lambda: export_bundle(disc_dir, root / "disc-max", pooling="max"), "unknown pooling 'max'"
+    )
+    assert not (root / "disc-max").exists()
+
+
+def test_a_bundle_without_the_hidden_state_still_reads(root: Path, disc_bundle) -> None:
+    """bundle.json from before the output existed (no `embedding`) reads, with embedding None; a pooling
+    this version does not know is refused in words."""
+    import shutil
+
+    old = root / "disc-old"
+    shutil.copytree(disc_bundle[0], old)
+    raw = json.loads((old / "bundle.json").read_text())
+    del raw["embedding"]
+    (old / "bundle.json").write_text(json.dumps(raw))
+    assert read_bundle(old).embedding is None
+    raw["embedding"] = {**disc_bundle[1]["embedding"], "pooling": "max"}
+    (old / "bundle.json").write_text(json.dumps(raw))
+    one_line_input_error(lambda: read_bundle(old), "embedding pooling 'max' is not one of cls, mean")
+
+
 def test_fp32_dev_accuracy_is_identical(clf_bundle, dev_set) -> None:
     dev = clf_bundle[1]["dev_accuracy"]
     assert dev["examples"] == len(dev_set[0])
@@ -226,8 +286,12 @@ def test_fp16_runs_on_cpu_with_fp32_io(root: Path, disc_dir: Path, clf_dir: Path
     assert parity["agreement"] >= 0.95
     model = onnx.load(str(out / "model.onnx"))
     assert {i.type.tensor_type.elem_type for i in model.graph.input} == {onnx.TensorProto.INT64}
-    assert model.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    # Both outputs, the logits and the hidden state, stay float32.
+    assert [o.name for o in model.graph.output] == ["logits", HIDDEN_OUTPUT]
+    assert {o.type.tensor_type.elem_type for o in model.graph.output} == {onnx.TensorProto.FLOAT}
     assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in model.graph.initializer)
+    hidden = meta["embedding"]["parity"]
+    assert hidden["tolerance"] is None and 0 < hidden["max_abs_diff"] < 5e-2 and hidden["agreement"] == 1.0
 
 
 def test_int8_discriminator(root: Path, disc_dir: Path) -> None:

@@ -10,7 +10,7 @@ import logging
 from collections import Counter
 from pathlib import Path
 
-from electra.bundle import PRECISIONS
+from electra.bundle import POOLINGS, PRECISIONS
 from electra.cli.common import model_path
 from electra.errors import ElectraError, InputError
 from electra.files import CONFIG_JSON, DISCRIMINATOR_DIR, EVAL_RESULTS_JSON, GENERATOR_DIR, MODEL_ONNX
@@ -68,6 +68,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--max-seq-len",
         type=int,
         help="longest input the bundle accepts (default: the model's max_position_embeddings)",
+    )
+    p.add_argument(
+        "--pooling",
+        choices=POOLINGS,
+        default=DEFAULTS["pooling"],
+        help="how the server's /embed makes a sentence vector of the last hidden state: cls (the [CLS] "
+        "token's, what ELECTRA's classifier head reads) or mean (over the real tokens) "
+        "(default: %(default)s)",
     )
     p.add_argument("--task", help="classifier: GLUE task whose dev set measures accuracy vs PyTorch")
     p.add_argument("--data-dir", type=Path, help="classifier: GLUE data for --task")
@@ -139,11 +147,13 @@ def run_export(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         dev_set=dev_set,
         generator_dir=generator,
+        pooling=args.pooling,
     )
     size = (args.out / MODEL_ONNX).stat().st_size / 1e6
     fused = fused_summary(meta["fused_operators"])
     print(f"wrote {args.out}: {meta['kind']} {meta['precision']}, {size:.1f} MB; fused: {fused}")
     log.info("parity with PyTorch: %s", _parity_line(meta["parity"]))
+    log.info("hidden-state parity with PyTorch: %s", _parity_line(meta["embedding"]["parity"]))
     if meta.get("dev_accuracy") and dev_set is not None:
         print(f"  {_dev_line(meta['dev_accuracy'], dev_set[1])}")
     if meta.get("generator"):

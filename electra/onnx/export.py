@@ -25,9 +25,11 @@ from electra.atomic import atomic_dir
 from electra.bundle import (
     Bundle,
     DevAccuracy,
+    Embedding,
     ExportSettings,
     Generator,
     Parity,
+    Pooling,
     Precision,
     Source,
     Versions,
@@ -55,6 +57,7 @@ from electra.onnx.parity import (
     cpu_session,
     dev_accuracy,
     measure_generator_parity,
+    measure_hidden_parity,
     measure_parity,
 )
 from electra.onnx.precision import quantization, write_precision
@@ -64,6 +67,7 @@ from electra.onnx.source import (
     check_arguments,
     check_dev_set,
     check_max_seq_len,
+    check_pooling,
     load_generator,
     load_source,
 )
@@ -82,6 +86,7 @@ def export_bundle(
     parity_texts: list[str] | None = None,
     dev_set: DevSet | None = None,
     generator_dir: Path | None = None,
+    pooling: Pooling = "cls",
 ) -> dict[str, Any]:
     """Export `model_dir` (a discriminator, classifier or tagger directory with its tokenizer) to a bundle at
     `out`; with `generator_dir`, a discriminator's generator goes into the same bundle (generator/).
@@ -90,10 +95,14 @@ def export_bundle(
     itself fails (attention not fused, fp32 parity above 1e-4); in both cases nothing is left at `out`.
     parity_texts: texts for the parity batch (default: DEFAULT_PARITY_TEXTS, singles and pairs).
     dev_set: (examples, gold labels) for a classifier: accuracy of PyTorch vs the exported model is stored.
+    pooling: how the server makes a sentence vector of the graph's last hidden state (bundle.json's
+    `embedding`): "cls", the [CLS] position's (what ELECTRA's classifier head reads), or "mean" over the real
+    tokens.
     """
     model_dir, out = Path(model_dir), Path(out)
     # Everything cheap is checked before loading anything, so a typo fails in milliseconds.
     check_arguments(model_dir, out, precision, opset, overwrite, parity_texts)
+    check_pooling(pooling)
     if generator_dir is not None and Path(generator_dir).resolve() == out.resolve():
         raise InputError(f"{out} is the generator directory itself; choose another output directory")
     source = load_source(model_dir)
@@ -110,12 +119,15 @@ def export_bundle(
         compared = (source.model, session, source.tokenizer)
         parity = measure_parity(*compared, texts, seq_len, precision)
         check_parity(parity, precision, model_dir)
+        hidden = measure_hidden_parity(*compared, texts, seq_len, precision)
+        check_parity(hidden, precision, model_dir, "hidden states")
+        embedding = Embedding(pooling=pooling, dimensions=source.config.hidden_size, parity=hidden)
         dev = dev_accuracy(*compared, dev_set, seq_len, precision) if dev_set else None
         described = None
         if generator is not None:
             (tmp / GENERATOR_DIR).mkdir()
             described = _export_generator(generator, precision, opset, seq_len, texts, Path(work), tmp)
-        bundle = _describe(source, precision, opset, seq_len, counts, parity, dev, described)
+        bundle = _describe(source, precision, opset, seq_len, counts, parity, dev, described, embedding)
         _write_files(tmp, source, bundle, generator)
     log.info(
         "exported %s (%s, %s) to %s; fused: %s", model_dir, bundle.kind, precision, out, fused_summary(counts)
@@ -182,6 +194,7 @@ def _describe(
     parity: Parity,
     dev: DevAccuracy | None,
     generator: Generator | None = None,
+    embedding: Embedding | None = None,
 ) -> Bundle:
     import onnx
     import onnxruntime
@@ -216,6 +229,7 @@ def _describe(
         parity=parity,
         dev_accuracy=dev,
         generator=generator,
+        embedding=embedding,
         source=_source(source),
         versions=Versions(
             onnxruntime=str(onnxruntime.__version__), torch=str(torch.__version__), onnx=str(onnx.__version__)

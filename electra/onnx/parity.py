@@ -2,8 +2,10 @@
 
 Both run on the CPU (ORT's CPU provider; the model as loaded, fp32) on the right-padded batches the server
 builds: a parity batch of real text of mixed lengths (fp32 must agree within FP32_TOLERANCE or the export
-fails), and for a classifier the accuracy of both on its GLUE dev set. A generator is compared on the same
-batch with every fourth real token masked, at those positions. A tagger's entity F1 on its dev set
+fails), and for a classifier the accuracy of both on its GLUE dev set. An encoder's last hidden state (what
+the server pools into sentence vectors) is compared on the same batch at every real token, within the same
+tolerance. A generator is compared on the same batch with every fourth real token masked, at those
+positions. A tagger's entity F1 on its dev set
 is `electra evaluate`'s, on the PyTorch model and on a bundle alike.
 """
 
@@ -14,7 +16,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from electra.bundle import INPUT_NAMES, MASKED_POSITIONS, OUTPUT_NAME, DevAccuracy, Parity, Precision
+from electra.bundle import (
+    HIDDEN_OUTPUT,
+    INPUT_NAMES,
+    MASKED_POSITIONS,
+    OUTPUT_NAME,
+    DevAccuracy,
+    Parity,
+    Precision,
+)
 from electra.errors import ElectraError
 from electra.onnx import one_line
 
@@ -74,7 +84,10 @@ _COMPARED = {
     "multi_label": "labels with logit > 0",
     "regression": "none (regression)",
     "generator": f"top-1 token at the masked positions (every {GENERATOR_MASK_EVERY}th real token masked)",
+    "hidden": f"{HIDDEN_OUTPUT} at every real token; agreement: [CLS] vectors with cosine similarity > 0.999",
 }
+# Two [CLS] vectors agree when they point the same way this closely (fp16 and int8 keep well above it).
+HIDDEN_AGREEMENT_COSINE = 0.999
 
 
 def cpu_session(path: Path) -> Any:
@@ -137,7 +150,7 @@ def measure_parity(
 
     batch = encode_batch(tokenizer, texts, max_seq_len, pair_types=model.config.type_vocab_size > 1)
     reference, exported = _run_both(model, session, batch)
-    _check_outputs(reference, exported, precision, "")
+    _check_outputs(reference, exported, precision, "logits")
     if model.kind in ("discriminator", "tagger"):
         # Positions past a row's length are padding: their logits are never read, so they are not compared.
         real = batch["attention_mask"].astype(bool)
@@ -193,7 +206,7 @@ def measure_generator_parity(
         reference = model(*tensors, masked_positions=torch.from_numpy(flat)).float().numpy()
     feeds = {**{name: batch[name] for name in INPUT_NAMES}, MASKED_POSITIONS: flat}
     exported = session.run([OUTPUT_NAME], feeds)[0]
-    _check_outputs(reference, exported, precision, "generator ")
+    _check_outputs(reference, exported, precision, "generator logits")
     return Parity(
         texts=len(texts),
         batch_shape=list(ids.shape),
@@ -207,25 +220,68 @@ def measure_generator_parity(
     )
 
 
+def measure_hidden_parity(
+    model: ElectraHeadModel,
+    session: Any,
+    tokenizer: tokenizers.Tokenizer,
+    texts: Sequence[TextPair],
+    max_seq_len: int,
+    precision: Precision,
+) -> Parity:
+    """The last hidden state (HIDDEN_OUTPUT) at real tokens, PyTorch's backbone against the exported graph's,
+    on the parity batch; agreement: the share of rows whose [CLS] vectors point the same way.
+
+    ElectraError when the shapes differ or the graph's hidden state is not finite."""
+    import numpy as np
+    import torch
+
+    from electra.onnx.torchscript import with_hidden_state
+
+    batch = encode_batch(tokenizer, texts, max_seq_len, pair_types=model.config.type_vocab_size > 1)
+    with torch.no_grad():
+        _, hidden = with_hidden_state(model)(*(torch.from_numpy(batch[name]) for name in INPUT_NAMES))
+    reference = hidden.float().numpy()
+    exported = session.run([HIDDEN_OUTPUT], {name: batch[name] for name in INPUT_NAMES})[0]
+    _check_outputs(reference, exported, precision, "hidden state")
+    a, b = reference[:, 0], exported[:, 0]
+    cosine = (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+    # Positions past a row's length are padding, never pooled: not compared.
+    real = batch["attention_mask"].astype(bool)
+    reference, exported = reference[real], exported[real]
+    return Parity(
+        texts=len(texts),
+        batch_shape=list(batch["input_ids"].shape),
+        real_tokens=int(real.sum()),
+        max_abs_diff=float(np.abs(reference - exported).max()),
+        mean_abs_diff=float(np.abs(reference - exported).mean()),
+        agreement=float((cosine > HIDDEN_AGREEMENT_COSINE).mean()),
+        compared=_COMPARED["hidden"],
+        tolerance=FP32_TOLERANCE if precision == "fp32" else None,
+        provider=PROVIDER,
+    )
+
+
 def _check_outputs(reference: Any, exported: Any, precision: Precision, what: str) -> None:
-    """ElectraError when the exported graph's logits have another shape than PyTorch's or are not finite."""
+    """ElectraError when the exported graph's `what` (logits, generator logits, hidden state) have another
+    shape than PyTorch's or are not finite."""
     import numpy as np
 
     if reference.shape != exported.shape:
         raise ElectraError(
-            f"{what}ONNX logits are {exported.shape}, PyTorch's {reference.shape}; the export is broken"
+            f"ONNX {what} are {exported.shape}, PyTorch's {reference.shape}; the export is broken"
         )
     if not np.isfinite(exported).all():
         raise ElectraError(
-            f"the {precision} {what}ONNX model produced non-finite logits on the parity batch; it is unusable"
+            f"the {precision} ONNX model produced non-finite {what} on the parity batch; it is unusable"
         )
 
 
-def check_parity(parity: Parity, precision: Precision, model_dir: Path) -> None:
-    """ElectraError when an fp32 export's logits are FP32_TOLERANCE or more off PyTorch's."""
+def check_parity(parity: Parity, precision: Precision, model_dir: Path, what: str = "logits") -> None:
+    """ElectraError when an fp32 export's `what` (its logits, or its hidden state) are FP32_TOLERANCE or more
+    off PyTorch's."""
     if precision == "fp32" and not parity.max_abs_diff < FP32_TOLERANCE:
         raise ElectraError(
-            f"{model_dir}: fp32 ONNX logits differ from PyTorch by {parity.max_abs_diff:.3g} "
+            f"{model_dir}: fp32 ONNX {what} differ from PyTorch by {parity.max_abs_diff:.3g} "
             f"(limit {FP32_TOLERANCE:g}) on the parity batch; the export is wrong, not exported"
         )
 

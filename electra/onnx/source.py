@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from electra.atomic import check_output_dir
-from electra.bundle import EXPORTABLE_KINDS, PRECISIONS
+from electra.bundle import EXPORTABLE_KINDS, POOLINGS, PRECISIONS
 from electra.errors import InputError
 from electra.files import CONFIG_JSON, TOKENIZER_JSON, VOCAB_TXT
 from electra.linear_head import LINEAR_MODEL_TYPE
@@ -56,6 +56,12 @@ def check_arguments(
         not parity_texts or not all(isinstance(t, str) and t.strip() for t in parity_texts)
     ):
         raise InputError("parity_texts must be a non-empty list of non-empty strings")
+
+
+def check_pooling(pooling: str) -> None:
+    """The pooling bundle.json records for sentence vectors."""
+    if pooling not in POOLINGS:
+        raise InputError(f"unknown pooling {pooling!r}; use one of {', '.join(POOLINGS)}")
 
 
 def load_source(model_dir: Path) -> SourceModel:
