@@ -18,6 +18,7 @@ from pathlib import Path
 
 from bench.bare_app import make_app
 from electra.serving.engine.runtime import ModelRunner
+from electra.serving.settings import ModelSpec, ServeSettings
 
 
 def main() -> None:
@@ -29,9 +30,16 @@ def main() -> None:
     p.add_argument("--port", type=int, default=8002)
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--pad-to-multiple-of", type=int, default=None, help="as electra serve's (its default)")
     args = p.parse_args()
-    runner = ModelRunner("detector", args.bundle, args.device, args.threads)
-    runner.warm_up()
+    # The server's defaults for the device: its padding and warm-up, so the two run the same shapes.
+    s = ServeSettings(
+        models=(ModelSpec("detector", args.bundle),),
+        device=args.device,
+        pad_to_multiple_of=args.pad_to_multiple_of,
+    )
+    runner = ModelRunner("detector", args.bundle, args.device, args.threads, s.pad_multiple)
+    runner.warm_up(s.max_batch_size, s.max_batch_tokens)
     uvicorn.run(make_app(runner), host=args.host, port=args.port, log_level="warning", lifespan="on")
 
 

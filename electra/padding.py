@@ -17,9 +17,11 @@ def pad_rows(
     ids: Sequence[Sequence[int] | np.ndarray],
     type_ids: Sequence[Sequence[int] | np.ndarray],
     pad_id: int,
+    width: int | None = None,
 ) -> dict[str, np.ndarray]:
-    """int64 `input_ids`, `attention_mask` and `token_type_ids`, padded on the right to the longest row."""
-    width = max((len(row) for row in ids), default=0)
+    """int64 `input_ids`, `attention_mask` and `token_type_ids`, padded on the right to `width` (default, or
+    when shorter: the longest row)."""
+    width = max(width or 0, max((len(row) for row in ids), default=0))
     input_ids = np.full((len(ids), width), pad_id, dtype=np.int64)
     token_types = np.zeros((len(ids), width), dtype=np.int64)
     mask = np.zeros((len(ids), width), dtype=np.int64)

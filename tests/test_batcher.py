@@ -201,6 +201,23 @@ def test_every_batch_respects_the_limits_and_nothing_is_lost(loop: Any) -> None:
             taken.update(batch)
 
 
+def test_with_length_buckets_the_budget_counts_padded_rows_and_a_bucket_batches_together(loop: Any) -> None:
+    from electra.serving.engine.shapes import padded_length
+
+    def by_16(length: int) -> int:
+        return padded_length(length, 16, 64)
+
+    # 20 pads to 32, so 64 tokens hold two rows, not the three they hold unpadded.
+    assert drain(queue_of(loop, 20, 20, 20), tokens=64) == [[0, 1, 2]]
+    queue = queue_of(loop, 20, 20, 20)
+    assert [item.encoded.tag for item in take_batch(queue, 32, 64, by_16)] == [0, 1]
+    # 18 and 30 are under MIN_FILL of 20's padded width (32 x 0.8 = 25.6) but in its bucket (17..32): they pad
+    # to 32 whatever company they keep, so they join; 16 is in the bucket below and 33 above.
+    queue = queue_of(loop, 20, 16, 18, 33, 30)
+    assert [item.encoded.tag for item in take_batch(queue, 32, 8192, by_16)] == [0, 4, 2]
+    assert [item.encoded.tag for item in queue] == [1, 3]
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Batcher: around the policy
 # ----------------------------------------------------------------------------------------------------------

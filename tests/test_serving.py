@@ -471,10 +471,10 @@ class GatedRunner(ModelRunner):
     waiting_at_gate: threading.Event
     batch_sizes: list[int]
 
-    def warm_up(self) -> None:
+    def warm_up(self, max_batch_size: int, max_batch_tokens: int) -> int:
         if self.warm_gate is not None:
             assert self.warm_gate.wait(30)
-        super().warm_up()
+        return super().warm_up(max_batch_size, max_batch_tokens)
 
     def infer(self, batch: list[Any]) -> list[np.ndarray]:
         if self.infer_gate is not None:
@@ -567,9 +567,10 @@ class BrokenRunner(GatedRunner):
             raise RuntimeError("the model call failed")
         return super().infer(batch)
 
-    def warm_up(self) -> None:
-        super().warm_up()
+    def warm_up(self, max_batch_size: int, max_batch_tokens: int) -> int:
+        calls = super().warm_up(max_batch_size, max_batch_tokens)
         self.warmed = True
+        return calls
 
     def describe(self) -> dict[str, Any]:
         raise KeyError("a bug")

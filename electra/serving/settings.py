@@ -22,6 +22,10 @@ HTTP_SERVERS = ("uvicorn", "granian")
 MIN_HEADER_BYTES = 8192
 # Each worker holds every model: more than this is a typo rather than a machine.
 MAX_WORKERS = 64
+# --pad-to-multiple-of when not given, per device (electra.serving.engine.shapes says why): on a GPU every
+# new input shape is slow the first time, so lengths go in buckets that warm-up can all run; on a CPU
+# padding costs compute and a new shape little.
+DEFAULT_PAD_MULTIPLE = {"cpu": 1, "cuda": 32}
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,15 @@ class ServeSettings:
     threads: int = field(
         default=0,
         metadata=option("ONNX Runtime threads per model (0: all cores, shared out among --workers)"),
+    )
+    # Batches are padded to a multiple of this many tokens (electra.serving.engine.shapes), so the model
+    # meets a bounded set of lengths and warm-up runs every one before the server turns ready.
+    pad_to_multiple_of: int | None = field(
+        default=None,
+        metadata=option(
+            "pad each batch to a multiple of this many tokens; warm-up then runs every such length before "
+            "the server is ready (default: 32 on cuda, 1 on cpu: each batch's longest row)"
+        ),
     )
     # Server processes behind the one port (electra.serving.http.workers): the Python side of a request (HTTP,
     # JSON, tokenization, post-processing) holds one core per process, which a GPU server runs out of first.
@@ -184,6 +197,8 @@ class ServeSettings:
             problems.append(f"inline_max_ms must be a finite number >= 0, got {self.inline_max_ms}")
         if self.threads < 0:
             problems.append(f"threads must be >= 0, got {self.threads}")
+        if self.pad_to_multiple_of is not None and self.pad_to_multiple_of < 1:
+            problems.append(f"pad_to_multiple_of must be at least 1, got {self.pad_to_multiple_of}")
         if not 1 <= self.workers <= MAX_WORKERS:
             problems.append(f"workers must be in 1..{MAX_WORKERS}, got {self.workers}")
         if not math.isfinite(self.graceful_timeout_s) or self.graceful_timeout_s < 0:
@@ -204,6 +219,13 @@ class ServeSettings:
             )
         if problems:
             raise InputError("; ".join(problems))
+
+    @property
+    def pad_multiple(self) -> int:
+        """--pad-to-multiple-of, or the device's default."""
+        if self.pad_to_multiple_of is not None:
+            return self.pad_to_multiple_of
+        return DEFAULT_PAD_MULTIPLE.get(self.device, 1)
 
     def with_keys(self) -> ServeSettings:
         """These settings with api_keys read from api_key_file (one key per line, # comments); once."""

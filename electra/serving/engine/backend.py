@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -44,7 +45,9 @@ def load_runners(settings: ServeSettings) -> dict[str, ModelRunner]:
     runners = {}
     for spec in settings.models:
         try:
-            runners[spec.name] = ModelRunner(spec.name, spec.path, settings.device, settings.threads)
+            runners[spec.name] = ModelRunner(
+                spec.name, spec.path, settings.device, settings.threads, settings.pad_multiple
+            )
         except InputError as e:
             raise InputError(f"model {spec.name!r}: {e}") from None
     return runners
@@ -85,14 +88,25 @@ class BatchingBackend:
                 s.max_queue,
                 self.arrivals,
                 s.inline_max_ms,
+                runner.padded_length,
             )
             batcher.start()
             self.batchers[name] = batcher
 
     async def warm_up(self) -> None:
+        """Every runner's warm-up shapes (electra.serving.engine.shapes), then ready."""
+        s = self.settings
         try:
             for runner in self.runners.values():
-                await asyncio.to_thread(runner.warm_up)
+                start = time.perf_counter()
+                calls = await asyncio.to_thread(runner.warm_up, s.max_batch_size, s.max_batch_tokens)
+                log.info(
+                    "warm-up: %s, %d model calls (lengths padded to a multiple of %d) in %.1f s",
+                    runner.name,
+                    calls,
+                    runner.pad_multiple,
+                    time.perf_counter() - start,
+                )
         except Exception as e:  # a model that cannot run keeps the pod unready, with the reason visible
             self.failure = f"warm-up failed: {e.__class__.__name__}: {e}"
             log.exception("warm-up failed")

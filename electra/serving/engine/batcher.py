@@ -16,6 +16,7 @@ import itertools
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -89,29 +90,40 @@ class Arrivals:
             event.set()
 
 
-def take_batch(queue: deque[_Item], max_batch_size: int, max_batch_tokens: int) -> list[_Item]:
+def take_batch(
+    queue: deque[_Item],
+    max_batch_size: int,
+    max_batch_tokens: int,
+    padded: Callable[[int], int] = lambda length: length,
+) -> list[_Item]:
     """The next batch, removed from `queue`: the oldest input and the queued inputs closest to its length,
-    under the row and token limits (rows x longest row <= max_batch_tokens).
+    under the row and token limits (rows x padded width <= max_batch_tokens; `padded`: the width a batch
+    whose longest row has that many tokens is padded to, the model's length bucket).
 
-    Every row is padded to the longest, and attention on CPU computes the padding too, so a batch in arrival
+    Every row is padded to the width, and attention on CPU computes the padding too, so a batch in arrival
     order of mixed lengths can cost more than running its inputs one by one. Company for the oldest input is
-    therefore drawn from the first WINDOW queued inputs no longer than it and at least MIN_FILL of its
-    length, longest first (arrival order among equals). The oldest input always goes (so nothing starves,
-    and one input over the token budget still runs, alone); the others wait for a batch of their own length.
-    Inputs whose request went away (a done future) are dropped, never run.
+    therefore drawn from the first WINDOW queued inputs that fit its width and fill at least MIN_FILL of it
+    (or lie in its length bucket, which pads them to the same width anyway), longest first (arrival order
+    among equals). The oldest input always goes (so nothing starves, and one input over the token budget
+    still runs, alone); the others wait for a batch of their own length. Inputs whose request went away (a
+    done future) are dropped, never run.
     """
     while queue and queue[0].future.done():  # cancelled by departed clients
         queue.popleft()
     if not queue:
         return []
     head = queue.popleft()
-    width = head.encoded.length
+    width = padded(head.encoded.length)
     room = min(max_batch_size, max_batch_tokens // width) - 1
     if room <= 0 or not queue:
         return [head]
-    window = itertools.islice(queue, WINDOW)
+    fill = MIN_FILL * width
     fits = [
-        item for item in window if not item.future.done() and MIN_FILL * width <= item.encoded.length <= width
+        item
+        for item in itertools.islice(queue, WINDOW)
+        if not item.future.done()
+        and item.encoded.length <= width
+        and (item.encoded.length >= fill or padded(item.encoded.length) == width)
     ]
     fits.sort(key=lambda item: -item.encoded.length)
     chosen = fits[:room]
@@ -136,8 +148,11 @@ class Batcher:
         max_queue: int,
         arrivals: Arrivals | None = None,
         inline_max_ms: float = 0.0,
+        padded: Callable[[int], int] | None = None,
     ) -> None:
         self.runner = runner
+        # The width a batch is padded to from its longest row (the runner's length buckets; default: that).
+        self.padded: Callable[[int], int] = padded or (lambda length: length)
         self.metrics = metrics
         self.max_batch_tokens = max_batch_tokens
         self.max_batch_size = max_batch_size
@@ -241,7 +256,7 @@ class Batcher:
         for item in batch:
             item.waited = now - item.enqueued
             self.metrics.queue_wait.observe(item.waited)
-        width = max(item.encoded.length for item in batch)
+        width = self.padded(max(item.encoded.length for item in batch))
         padded = width * len(batch)
         self.metrics.batch_size.observe(len(batch))
         self.metrics.batch_tokens.observe(padded)
@@ -310,6 +325,6 @@ class Batcher:
             self._wakeup.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), remaining)
-        batch = take_batch(self._queue, self.max_batch_size, self.max_batch_tokens)
+        batch = take_batch(self._queue, self.max_batch_size, self.max_batch_tokens, self.padded)
         self.metrics.queue_size.set(self.waiting)
         return batch

@@ -25,6 +25,7 @@ from electra.files import GENERATOR_DIR, MODEL_ONNX
 from electra.padding import pad_rows
 from electra.serving.engine.encoded import Encoded
 from electra.serving.engine.session import open_session, run_session
+from electra.serving.engine.shapes import padded_length
 from electra.tokenizer import is_lowercase, vocab_tokens
 
 # One suggestion: a token id and its probability. A row of these per predicted position, best first.
@@ -84,8 +85,13 @@ class GeneratorRunner:
         pad_id: int,
         device: str,
         threads: int,
+        pad_multiple: int = 1,
+        max_seq_len: int = 512,
     ) -> None:
         self.name = f"{name}/{GENERATOR_DIR}"
+        # Padded as its detector's inputs are (electra.serving.engine.shapes), within the bundle's length.
+        self.pad_multiple = pad_multiple
+        self.max_seq_len = max_seq_len
         self.info = info
         self.device = device
         self.session = open_session(bundle_dir / GENERATOR_DIR / MODEL_ONNX, device, threads)
@@ -114,7 +120,8 @@ class GeneratorRunner:
     def infer(self, batch: list[Encoded]) -> list[np.ndarray]:
         """For each input, its masked positions' top tokens: a (positions, top_k) TOP_TOKENS array."""
         inputs = [_masked(e) for e in batch]
-        feeds = pad_rows([e.ids for e in inputs], [e.type_ids for e in inputs], self.pad_id)
+        width = self.padded_length(max(len(e.ids) for e in inputs))
+        feeds = pad_rows([e.ids for e in inputs], [e.type_ids for e in inputs], self.pad_id, width)
         width = feeds["input_ids"].shape[1]
         flat = np.concatenate(
             [row * width + np.asarray(e.masked, dtype=np.int64) for row, e in enumerate(inputs)]
@@ -150,12 +157,17 @@ class GeneratorRunner:
             out[r, : len(order)]["prob"] = probs[r][order]
         return out[:, : min(e.top_k, ids.shape[1])]
 
-    def warm_up(self) -> None:
-        """The first shapes a server meets, so a first suggestion skips ONNX Runtime's lazy setup."""
-        row = [self.pad_id + 1] * 8
-        one = masked_input(row, [0] * 8, (1, 3), 5)
-        self.infer([one])
-        self.infer([one, masked_input(row[:5], [0] * 5, (2,), 5, whole_words=True)])
+    def padded_length(self, length: int) -> int:
+        """The length a batch whose longest row has `length` tokens is padded to."""
+        return padded_length(length, self.pad_multiple, self.max_seq_len)
+
+    def warm_up(self, shapes: list[tuple[int, int]]) -> int:
+        """Each (rows, tokens) shape of its detector's warm-up, one position masked per row, so a first
+        suggestion skips ONNX Runtime's setup of a new shape. How many calls it made."""
+        for rows, tokens in shapes:
+            one = masked_input([self.pad_id + 1] * tokens, [0] * tokens, (1,), 5)
+            self.infer([one] * rows)
+        return len(shapes)
 
     def describe(self) -> dict[str, Any]:
         """What GET /models says about the generator."""

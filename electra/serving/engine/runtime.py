@@ -21,6 +21,7 @@ from electra.serving.engine.errors import TooLong
 from electra.serving.engine.generator import GeneratorRunner
 from electra.serving.engine.postprocess import DEFAULT_LABEL_THRESHOLD
 from electra.serving.engine.session import open_session, run_session
+from electra.serving.engine.shapes import padded_length, warm_up_shapes
 from electra.serving.engine.truncation import Measured, Template, measure
 from electra.tokenizer import load_tokenizer, special_ids
 
@@ -33,7 +34,9 @@ PER_TOKEN_KINDS = ("discriminator", "tagger")
 class ModelRunner:
     """A loaded bundle. `run` is thread-safe (ORT sessions are) and blocks: call it off the event loop."""
 
-    def __init__(self, name: str, path: Path, device: str = "cpu", threads: int = 0) -> None:
+    def __init__(
+        self, name: str, path: Path, device: str = "cpu", threads: int = 0, pad_multiple: int = 1
+    ) -> None:
         self.name = name
         self.path = Path(path)
         self.bundle: Bundle = read_bundle(self.path)
@@ -70,12 +73,22 @@ class ModelRunner:
         self.mask_id = special_ids(self.tokenizer).mask
 
         self.device = device
+        # Batches are padded to a multiple of this (electra.serving.engine.shapes): 1, their longest row.
+        self.pad_multiple = pad_multiple
         self.session = open_session(self.path / MODEL_ONNX, device, threads)
         self._inputs = [i.name for i in self.session.get_inputs()]
         self.generator: GeneratorRunner | None = None
         if self.bundle.generator is not None:
             self.generator = GeneratorRunner(
-                name, self.path, self.bundle.generator, self.tokenizer, self.pad_id, device, threads
+                name,
+                self.path,
+                self.bundle.generator,
+                self.tokenizer,
+                self.pad_id,
+                device,
+                threads,
+                pad_multiple,
+                self.max_seq_len,
             )
 
     # ------------------------------------------------------------------------------------------------------
@@ -121,9 +134,14 @@ class ModelRunner:
     # Inference
     # ------------------------------------------------------------------------------------------------------
 
+    def padded_length(self, length: int) -> int:
+        """The length a batch whose longest row has `length` tokens is padded to."""
+        return padded_length(length, self.pad_multiple, self.max_seq_len)
+
     def pad(self, batch: list[Encoded]) -> dict[str, np.ndarray]:
-        """Right-padded model inputs for a batch, padded to its longest sequence."""
-        feeds = pad_rows([e.ids for e in batch], [e.type_ids for e in batch], self.pad_id)
+        """Right-padded model inputs for a batch: its longest sequence, rounded up to the multiple."""
+        width = self.padded_length(max(e.length for e in batch))
+        feeds = pad_rows([e.ids for e in batch], [e.type_ids for e in batch], self.pad_id, width)
         return {name: feeds[name] for name in self._inputs if name in INPUT_NAMES}
 
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
@@ -139,12 +157,25 @@ class ModelRunner:
             return [logits[row, : e.length] for row, e in enumerate(batch)]
         return [logits[row] for row in range(len(batch))]
 
-    def warm_up(self) -> None:
-        """Run the shapes a server meets first, so the first real request skips ORT's lazy setup."""
-        for texts in (["warm up"], ["warm up"] * 4, ["warm up " * (self.max_seq_len // 2)] * 2):
-            self.infer(self.encode(texts))
+    def warm_up(self, max_batch_size: int, max_batch_tokens: int) -> int:
+        """Run every shape a request can give the model (with buckets; else the shapes a server meets first),
+        so that no request pays ONNX Runtime's setup of a new shape. How many calls it made."""
+        shapes = warm_up_shapes(self.max_seq_len, self.pad_multiple, max_batch_size, max_batch_tokens)
+        for rows, tokens in shapes:
+            self.infer([self._filler(tokens)] * rows)
+        calls = len(shapes)
         if self.generator is not None:
-            self.generator.warm_up()
+            calls += self.generator.warm_up(shapes)
+        return calls
+
+    def _filler(self, tokens: int) -> Encoded:
+        """An input of `tokens` tokens: [CLS], copies of the first ordinary token, [SEP]."""
+        ids = special_ids(self.tokenizer)
+        row = np.full(tokens, self.pad_id + 1, dtype=np.int64)
+        row[0], row[-1] = ids.cls, ids.sep
+        return Encoded(
+            row, np.zeros(tokens, dtype=np.int64), [(0, 0)] * tokens, [0] * tokens, [None] * tokens, False
+        )
 
     def describe(self) -> dict[str, Any]:
         """What GET /models says about this model."""
