@@ -175,6 +175,26 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
+def tree_cpu_s(pid: int) -> float:
+    """process_cpu_s of a process and of every live process below it: a server with --workers does its
+    work in child processes, whose CPU the parent's /proc/PID/stat counts only once they are reaped."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        children.setdefault(ppid, []).append(int(entry.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        total += process_cpu_s(current)
+        todo += children.get(current, [])
+    return total
+
+
 _METRIC_LINE = re.compile(r'^electra_inference_seconds_(sum|count)\{model="([^"]+)"\} (\S+)$', re.MULTILINE)
 
 
@@ -214,7 +234,7 @@ class Server:
         time (electra_inference_seconds, summed over the models) and calls."""
         if self.proc is None:
             return {}
-        out = {"cpu_s": process_cpu_s(self.proc.pid)}
+        out = {"cpu_s": tree_cpu_s(self.proc.pid)}
         if self.spec.ours:
             with httpx.Client(timeout=30.0) as client:
                 totals = inference_totals(client.get(f"{self.url}/metrics").text)

@@ -13,6 +13,8 @@ until the last:
   ours_unbatched   electra serve --max-batch-size 1 (same server, one sequence per model call)
   ours_granian     electra serve --http-server granian (defaults otherwise; when granian is installed)
   ours_int8        electra serve, defaults, int8 bundles (only with --int8, CPU)
+  ours_workers2    electra serve --workers 2 (defaults otherwise: each worker's ONNX Runtime gets half the
+                   cores); its CPU per request counts the supervisor and its workers
   naive            bench/naive_server.py: Litestar sync handlers calling transformers on PyTorch eager
                    (ElectraForPreTraining + fast tokenizer; pipeline("text-classification")), one request at
                    a time, truncating at the same 128 tokens
@@ -121,7 +123,7 @@ def request_body(endpoint: str, text: str) -> bytes:
 
 
 CONFIGS = ("ours_batched", "ours_unbatched", "naive", "bare")
-ALL_CONFIGS = (*CONFIGS, "ours_granian", "ours_int8")
+ALL_CONFIGS = (*CONFIGS, "ours_granian", "ours_int8", "ours_workers2")
 # The issue's targets (issue 15), checked at concurrency 32 on /detect (the main endpoint).
 TARGET_CONCURRENCY = 32
 TARGET_ENDPOINT = "detect"
@@ -396,6 +398,7 @@ def server_specs(
         "ours_unbatched": lambda: ours("fp32", ["--max-batch-size", "1"]),
         "ours_granian": lambda: ours("fp32", ["--http-server", "granian"]),
         "ours_int8": lambda: ours("int8", []),
+        "ours_workers2": lambda: ours("fp32", ["--workers", "2"]),
         "naive": lambda: naive,
         "bare": lambda: bare,
     }
@@ -564,6 +567,9 @@ RATIOS = {
     "uvicorn_vs_granian_cpu_per_request": ("ours_batched", "ours_granian", "cpu_ms_per_request"),
     "naive_vs_batched_cpu_per_request": ("naive", "ours_batched", "cpu_ms_per_request"),
     "int8_vs_fp32_rps": ("ours_int8", "ours_batched", "rps"),
+    "workers2_vs_workers1_rps": ("ours_workers2", "ours_batched", "rps"),
+    "workers1_vs_workers2_p50": ("ours_batched", "ours_workers2", "p50_ms"),  # > 1: two workers are faster
+    "workers1_vs_workers2_p99": ("ours_batched", "ours_workers2", "p99_ms"),
 }
 
 
@@ -993,8 +999,8 @@ def method(args: argparse.Namespace) -> dict[str, Any]:
         "body": 'one text per request: {"text": ...}, on /detect with "truncate": true (request_body)',
         "recorded": "requests completing inside the window; rps = successful ones / window",
         "percentiles": "numpy.percentile (linear) of successful requests' latencies",
-        "cpu_ms_per_request": "server process CPU (user+system, all threads, /proc) over the window "
-        "incl. warm-up / requests completed in it",
+        "cpu_ms_per_request": "server CPU (user+system, every thread of the process and of its child "
+        "processes, /proc) over the window incl. warm-up / requests completed in it",
         "model_ms_per_call": "electra_inference_seconds (the server's own ONNX Runtime time) per call",
         "overhead": (
             "per round, for ours_batched, ours_granian and bare, on /detect: probe_texts texts one at a "

@@ -223,6 +223,25 @@ def test_window_costs_and_metrics_parsing() -> None:
     assert loadgen.process_cpu_s(os.getpid()) > 0.0
 
 
+def test_a_servers_cpu_counts_its_child_processes() -> None:
+    """A server with --workers does its work in children: their CPU counts while they run, not once reaped."""
+    import subprocess
+
+    burn = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\nprint(1)\n"
+    child = subprocess.Popen(
+        [sys.executable, "-c", burn + "import sys; sys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "1\n"  # it has burnt its 0.3 s
+        own = loadgen.process_cpu_s(os.getpid())
+        assert loadgen.tree_cpu_s(os.getpid()) - own >= 0.25
+    finally:
+        child.communicate("")
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Load driver, against a small HTTP/1.1 server on a local port
 # ----------------------------------------------------------------------------------------------------------
