@@ -831,7 +831,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--int8", action="store_true", help="also export int8 bundles and run ours_int8 (CPU)")
     ap.add_argument("--threads", type=int, default=None, help="--threads for every server (default: theirs)")
     ap.add_argument("--max-seq-len", type=int, default=MAX_SEQ_LEN)
-    ap.add_argument("--probe-texts", type=int, default=100, help="texts of the overhead probe, per round")
+    ap.add_argument(
+        "--probe-texts", type=int, default=100, help="texts of the overhead probe, per round (0: none)"
+    )
     ap.add_argument("--quick", action="store_true", help="smoke test: 2 rounds of 1 s windows, few texts")
     ap.add_argument("--work-dir", type=Path, default=None, help="keep models, bundles and logs here")
     ap.add_argument("--out", type=Path, default=None)
@@ -923,7 +925,8 @@ def serve_and_measure(
             print(f"{server.name}: ready in {server.startup_s:.1f}s on port {server.port}", flush=True)
             if server.spec.loaded:  # bare answers bare logits
                 check_responses(server.url, texts[:3])
-        probed = [s for s in servers if s.name in PROBED]
+        # --probe-texts 0: load windows only (the probe's medians need texts).
+        probed = [s for s in servers if s.name in PROBED] if probe_texts else []
 
         async def probe(round_index: int) -> dict[str, Any]:
             out = {}
@@ -944,7 +947,7 @@ def serve_and_measure(
                 args.rounds,
                 args.warmup_seconds,
                 args.seconds,
-                probe=probe,
+                probe=probe if probed else None,
                 say=lambda line: print(line, flush=True),
             )
         )
