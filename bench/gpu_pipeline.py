@@ -12,7 +12,8 @@
 Each stage is a command with its own time limit (pre-training legs are stopped by SIGTERM, which checkpoints);
 a stage whose input is missing is not run, with the reason. The results file is rewritten after every stage,
 so a run stopped from outside keeps what it did. With --quick the same stages run at toy sizes (tiny model,
-one corpus file, 200 SST-2 examples) for a CPU in a few minutes.
+one corpus file, 200 SST-2 examples) for a CPU in a few minutes. --limit-scale X multiplies every stage's
+limit (bench.gpu_suite passes its own: on a slow machine the suite's step and the stages in it stretch alike).
 
     python -m bench.gpu_pipeline --device cuda --work /tmp/pipeline --out bench/results/pipeline_cuda.json
     python -m bench.gpu_pipeline --device cpu --quick --work /tmp/pipeline --out /tmp/pipeline.json
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 import urllib.request
@@ -40,6 +42,8 @@ CLASSIFY_TEXTS = [
     "A gripping, beautifully acted and deeply moving film.",
     "A dull, lifeless and boring mess.",
 ]
+# The served models' names: the pre-trained discriminator's bundle and the SST-2 classifier's.
+MODELS = ("detect", "sst2")
 
 
 @dataclass(frozen=True)
@@ -186,34 +190,39 @@ class Pipeline:
     def serve(self) -> dict[str, Any]:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        models = [f"detect={self.work / 'bundle-detect'}", f"sst2={self.work / 'bundle-sst2'}"]
+        models = [f"{name}={self.work / f'bundle-{name}'}" for name in MODELS]
         args = serve_command(
             "--model", models[0], "--model", models[1], "--device", self.args.device, "--port", str(port)
         )
         log = self.work / "logs" / "serve.log"
         start = time.monotonic()
         try:
-            with start_server(args, url=url, log=log, ready_timeout=self.sizes.limits["serve"]) as server:
+            with start_server(args, url=url, log=log, ready_timeout=self.limit("serve")):
                 ready_s = time.monotonic() - start
                 answers = self.ask(url)
-                tail = server.log_tail()
         except (ServerNotReady, OSError) as e:
             return {"status": "failed", "error": str(e)[-3000:]}
-        on_device = self.args.device != "cuda" or "CUDAExecutionProvider" in tail
-        checks = {"every answer is well formed": all(a["ok"] for a in answers), "on the device": on_device}
+        # The results file names no path of this machine: the bundles' paths in the log as "<work>/...".
+        text = log.read_text(encoding="utf-8", errors="replace").replace(str(self.work), "<work>")
+        loaded = loaded_lines(text)
+        checks = {
+            "every answer is well formed": all(a["ok"] for a in answers),
+            "every model on the device": on_device(loaded, MODELS, self.args.device),
+        }
         return {
             "status": "passed" if all(checks.values()) else "failed",
             "checks": checks,
             "ready_s": round(ready_s, 2),
             "answers": answers,
-            "log_tail": tail[-2000:],
+            "loaded": loaded,
+            "log_tail": text[-2000:],
         }
 
     # ----------------------------------------------------------------------------------------- plumbing
 
     def electra(self, name: str, *parts: list[str]) -> dict[str, Any]:
         cmd = [sys.executable, "-m", "electra", *(a for part in parts for a in part)]
-        limit = self.sizes.limits[name.split("_")[0]]
+        limit = self.limit(name.split("_")[0])
         result = run_limited(cmd, limit, self.work / "logs" / f"{name}.log")
         result["command"] = " ".join(
             ["electra", *(portable_path(a, self.work) if "/" in a else a for a in cmd[3:])]
@@ -227,6 +236,9 @@ class Pipeline:
         out = [post(url, "/detect", {"text": DETECT_TEXT, "level": "word"}, detect_ok)]
         out += [post(url, "/classify", {"model": "sst2", "text": t}, classify_ok) for t in CLASSIFY_TEXTS]
         return out
+
+    def limit(self, stage: str) -> float:
+        return self.sizes.limits[stage] * self.args.limit_scale
 
     def save(self) -> None:
         write_result(self.record, self.args.out, self.args.out.stem)
@@ -264,6 +276,25 @@ def classify_ok(answer: dict[str, Any]) -> bool:
     return result.get("label") in scores and abs(sum(scores.values()) - 1.0) < 1e-3
 
 
+def loaded_lines(log: str) -> list[str]:
+    """The server log's lines that name a model it loaded and where it runs: "loaded NAME: PATH (KIND,
+    PRECISION) on PROVIDERS" (electra.serving.http.server)."""
+    return [line for line in log.splitlines() if re.search(r"\bloaded \S+: .* on \S", line)]
+
+
+def on_device(loaded: list[str], models: tuple[str, ...], device: str) -> bool:
+    """Whether each model has a load line and, on CUDA, runs on the CUDA provider. ONNX Runtime falls back
+    to the CPU when its CUDA provider cannot load, and the server still answers: the answers alone cannot
+    tell; a model with no line at all (the log's format changed) fails rather than passing by default."""
+    for name in models:
+        lines = [line for line in loaded if re.search(rf"\bloaded {re.escape(name)}: ", line)]
+        if not lines:
+            return False
+        if device == "cuda" and not all("CUDAExecutionProvider" in line for line in lines):
+            return False
+    return True
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
@@ -278,8 +309,11 @@ def main() -> int:
         "--work", type=Path, required=True, help="scratch directory for data, runs, bundles, logs"
     )
     ap.add_argument("--shared-data", type=Path, default=SHARED_DATA, help="where the shared data lives")
+    ap.add_argument("--limit-scale", type=float, default=1.0, help="multiply every stage's time limit")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
+    if args.limit_scale <= 0:
+        ap.error("--limit-scale must be positive")
     args.out = args.out or ROOT / "bench" / "results" / f"gpu_pipeline_{args.device}.json"
     args.work.mkdir(parents=True, exist_ok=True)
     passed = Pipeline(args).run()

@@ -26,7 +26,8 @@ each step's results file and logs/. Commits: the tree's own, else ELECTRA_COMMIT
 passed on to every step.
 
 `--device cpu --quick` runs the same steps at toy sizes (CI runs it: a few minutes on 2 cores); `--only`
-runs some steps.
+runs some steps; `--limit-scale X` multiplies every limit, the real run's stages' limits and the default
+budget by X (a machine slower than the one they were set for, or one shared with other jobs).
 
     python -m bench.gpu_suite --out /tmp/gpu-suite
     python -m bench.gpu_suite --device cpu --quick --out /tmp/gpu-suite-cpu
@@ -90,7 +91,7 @@ def cuda_plan(work: Path) -> list[Step]:
     base = "--device cuda --sizes base --batch-sizes 128 --rounds 2 --steps 10"
     serve = "--device cuda --quick --configs ours_batched,naive,bare --endpoints detect,classify"
     return [
-        step("train_step_check", "train_step_check", "--device cuda --seq-len 128", 60),
+        step("train_step_check", "train_step_check", "--device cuda --seq-len 128", 80),
         step(
             "pretrain_small",
             "pretrain_throughput",
@@ -101,7 +102,7 @@ def cuda_plan(work: Path) -> list[Step]:
             "pretrain_base",
             "pretrain_throughput",
             f"{base} --variants eager,graphs,compiled_graphs,naive_hf",
-            90,
+            85,
         ),
         step("pipeline", "gpu_pipeline", "--device cuda --work", 120, str(work / "pipeline")),
         step(
@@ -109,7 +110,7 @@ def cuda_plan(work: Path) -> list[Step]:
             "inference",
             "--device cuda --size small --batch-sizes 1,32 --seq-lens 128,512 --rounds 3"
             " --budget-minutes 0.5",
-            50,
+            45,
         ),
         step("serve", "serve_throughput", f"{serve} --concurrency 1,64 --work-dir", 70, str(work / "serve")),
         step(
@@ -117,7 +118,7 @@ def cuda_plan(work: Path) -> list[Step]:
             "pretrain_throughput",
             "--device cuda --sizes small --batch-sizes 256,512 --variants graphs --rounds 2 --steps 5"
             " --no-profile",
-            40,
+            30,
         ),
     ]
 
@@ -127,7 +128,7 @@ def quick_plan(work: Path) -> list[Step]:
     limits leave room for a CI machine under load; on two idle cores the whole takes minutes."""
     toy = "--device cpu --seq-len 32 --rounds 2 --steps 1 --compile-backend aot_eager"
     serve = "--device cpu --quick --size tiny --configs ours_batched,naive,bare --endpoints detect,classify"
-    check = "--device cpu --batch-size 4 --seq-len 32 --compile-backend aot_eager"
+    check = "--device cpu --batch-size 4 --seq-len 32 --vocab-size 1000 --compile-backend aot_eager"
     return [
         step("train_step_check", "train_step_check", check, 300),
         step(
@@ -158,6 +159,18 @@ def quick_plan(work: Path) -> list[Step]:
             120,
         ),
     ]
+
+
+def adjusted(steps: list[Step], shared_data: Path, scale: float) -> list[Step]:
+    """The plan with every limit times `scale`, and the real run pointed at `shared_data` with its stages'
+    limits scaled too."""
+    out = []
+    for s in steps:
+        argv = s.argv
+        if "bench.gpu_pipeline" in argv:
+            argv = (*argv, "--shared-data", str(shared_data), "--limit-scale", str(scale))
+        out.append(Step(s.name, argv, s.limit_s * scale))
+    return out
 
 
 def environment(device: str, shared_data: Path) -> dict[str, Any]:
@@ -205,6 +218,7 @@ class Suite:
             "device_type": args.device,
             "quick": args.quick,
             "budget_s": args.budget_s,
+            "limit_scale": args.limit_scale,
             "command": " ".join(["python -m bench.gpu_suite", *sys.argv[1:]]),
             "steps": [],
         }
@@ -262,26 +276,31 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="toy sizes (for a CPU; CI runs it)")
     ap.add_argument("--only", default=None, help="comma-separated step names to run (default: every step)")
     ap.add_argument(
-        "--budget-s", type=float, default=None, help="seconds in all (default 540; 2400 with --quick)"
+        "--budget-s",
+        type=float,
+        default=None,
+        help="seconds in all (default 540, 2400 with --quick, either times --limit-scale)",
     )
     ap.add_argument(
         "--work", type=Path, default=None, help="scratch: data, runs, bundles (default: a temp dir)"
     )
     ap.add_argument("--shared-data", type=Path, default=SHARED_DATA, help="where the shared data lives")
+    ap.add_argument(
+        "--limit-scale",
+        type=float,
+        default=1.0,
+        help="multiply every time limit and the budget (a machine slower than the one they are set for)",
+    )
     args = ap.parse_args()
     if args.device == "cuda" and args.quick:
         ap.error("--quick is the CPU rehearsal: use it with --device cpu")
-    args.budget_s = args.budget_s or (2400.0 if args.quick else 540.0)
+    if args.limit_scale <= 0:
+        ap.error("--limit-scale must be positive")
+    # A budget given on the command line is taken as it is; the default one scales with the limits.
+    args.budget_s = args.budget_s or (2400.0 if args.quick else 540.0) * args.limit_scale
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.work or Path(tempfile.mkdtemp(prefix="electra-gpu-suite-"))
-    steps = quick_plan(work) if args.quick else cuda_plan(work)
-    if args.shared_data != SHARED_DATA:
-        steps = [
-            Step(s.name, (*s.argv, "--shared-data", str(args.shared_data)), s.limit_s)
-            if "bench.gpu_pipeline" in s.argv
-            else s
-            for s in steps
-        ]
+    steps = adjusted(quick_plan(work) if args.quick else cuda_plan(work), args.shared_data, args.limit_scale)
     if args.only:
         names = {n.strip() for n in args.only.split(",")}
         unknown = names - {s.name for s in steps}

@@ -41,20 +41,19 @@ from electra.training.pretrain.state.distributed import Dist
 from electra.training.pretrain.step import WARMUP_STEPS, StepPlan, StepRunner, StepShape
 
 SPECIALS = SpecialTokens(pad=0, cls=101, sep=102, mask=103)
-VOCAB = 30522
 # Padded (True) and full (False) batches: each kind warms up and is captured, then they alternate.
 KINDS = [True] * (WARMUP_STEPS + 2) + [False] * (WARMUP_STEPS + 2) + [True, False] * 3
 READS = ("item", "tolist", "__bool__", "__float__", "__int__", "__index__")
 
 
-def host_batch(rows: int, seq: int, seed: int, padded: bool) -> dict[str, torch.Tensor]:
+def host_batch(rows: int, seq: int, vocab: int, seed: int, padded: bool) -> dict[str, torch.Tensor]:
     """[CLS] random ids [SEP] on the host; with padding, every other row cut short."""
     g = torch.Generator().manual_seed(seed)
     lengths = torch.full((rows,), seq)
     if padded:
         lengths[::2] = torch.randint(5, seq, (len(lengths[::2]),), generator=g)
     mask = (torch.arange(seq)[None, :] < lengths[:, None]).long()
-    ids = torch.randint(1000, VOCAB, (rows, seq), generator=g)
+    ids = torch.randint(SPECIALS.mask + 1, vocab, (rows, seq), generator=g)
     ids[:, 0] = SPECIALS.cls
     ids[torch.arange(rows), lengths - 1] = SPECIALS.sep
     ids = torch.where(mask.bool(), ids, SPECIALS.pad)
@@ -75,7 +74,7 @@ class Run:
         torch.manual_seed(0)
         disc = ElectraConfig.from_size(
             args.size,
-            vocab_size=VOCAB,
+            vocab_size=args.vocab_size,
             hidden_dropout_prob=dropout,
             attention_probs_dropout_prob=dropout,
         )
@@ -95,7 +94,7 @@ class Run:
             scaler=None,
             meter=self.meter,
             plan=StepPlan(compile=variant.startswith("compiled"), graphs=graphs, line=""),
-            shape=StepShape(1, args.batch_size, args.seq_len, VOCAB, objective, True),
+            shape=StepShape(1, args.batch_size, args.seq_len, args.vocab_size, objective, True),
             device=device,
             precision=resolve_precision(None, device),
             world=1,
@@ -108,7 +107,8 @@ class Run:
     def host_batch(self, padded: bool) -> tuple[dict[str, torch.Tensor], int]:
         """The next step's batch on the host, and its token count (through numpy: a host value, as the
         trainer's is, read from the data's lengths)."""
-        batch = host_batch(self.args.batch_size, self.args.seq_len, self.step_index, padded)
+        a = self.args
+        batch = host_batch(a.batch_size, a.seq_len, a.vocab_size, self.step_index, padded)
         return batch, int(batch["attention_mask"].numpy().sum())
 
     def step(self, padded: bool, host: tuple[dict[str, torch.Tensor], int] | None = None) -> None:
@@ -193,6 +193,7 @@ def main() -> int:
     ap.add_argument("--size", default="tiny", help="model size (default tiny: the checks are about the step)")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=64)
+    ap.add_argument("--vocab-size", type=int, default=30522, help="random ids over this vocabulary")
     ap.add_argument("--compile-backend", default="inductor")
     ap.add_argument("--tolerance", type=float, default=None, help="relative; default 1e-2 bf16, 1e-4 fp32")
     ap.add_argument("--out", type=Path, default=None)
@@ -211,6 +212,7 @@ def main() -> int:
         "size": args.size,
         "batch_size": args.batch_size,
         "seq_len": args.seq_len,
+        "vocab_size": args.vocab_size,
         "compile_backend": args.compile_backend,
         "tolerance": tolerance,
         "kinds": ["padded" if k else "full" for k in KINDS],

@@ -3,7 +3,9 @@ nothing back from the device between records, and weighting the discriminator's 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -16,7 +18,7 @@ from electra.training.pretrain.models import ElectraPretrainer, optimizer_groups
 from electra.training.pretrain.objective import ObjectiveConfig, SpecialTokens, draw_noise
 from electra.training.pretrain.state.distributed import Dist
 from electra.training.pretrain.state.loader import batch_counts
-from electra.training.pretrain.step import StepPlan, StepRunner, StepShape
+from electra.training.pretrain.step import StepPlan, StepRunner, StepShape, plan_step
 from electra.training.pretrain.trainer import PretrainTrainer, masking_seed
 
 from .conftest import prepare_tiny_data
@@ -42,7 +44,9 @@ def synthetic_batch(seed: int, padded: bool) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "token_type_ids": torch.zeros_like(ids), "attention_mask": mask}
 
 
-def make_runner(compile_: bool) -> tuple[StepRunner, torch.optim.lr_scheduler.LRScheduler]:
+def make_runner(
+    compile_: bool, backend: Any = "aot_eager", log: Callable[[str], None] = lambda _: None
+) -> tuple[StepRunner, torch.optim.lr_scheduler.LRScheduler]:
     """The step of a tiny ELECTRA as the trainer builds it (dropout on), the same weights every call."""
     torch.manual_seed(0)
     disc = ElectraConfig.from_size("tiny", vocab_size=VOCAB, max_position_embeddings=64)
@@ -63,8 +67,8 @@ def make_runner(compile_: bool) -> tuple[StepRunner, torch.optim.lr_scheduler.LR
         precision="fp32",
         world=1,
         max_grad_norm=1.0,
-        compile_backend="aot_eager",
-        log=lambda _: None,
+        compile_backend=backend,
+        log=log,
     )
     return runner, scheduler
 
@@ -82,10 +86,12 @@ def run_steps(runner: StepRunner, scheduler, steps: list[bool]) -> list[dict]:
     return records
 
 
-def test_the_step_traces_as_one_graph_without_a_break() -> None:
+@pytest.mark.parametrize("padded", [True, False])
+def test_the_step_traces_as_one_graph_without_a_break(padded: bool) -> None:
+    """Both kinds of batch: with padding (a boolean attention mask) and without (no mask at all)."""
     runner, _ = make_runner(compile_=False)
-    inputs = runner.load([synthetic_batch(0, True)], [1], 10, 80, True)
-    report = torch._dynamo.explain(runner.forward_loss)(inputs.batches[0], inputs.noises[0], True)
+    inputs = runner.load([synthetic_batch(0, padded)], [1], 10, 80, padded)
+    report = torch._dynamo.explain(runner.forward_loss)(inputs.batches[0], inputs.noises[0], padded)
     assert report.graph_break_count == 0, report.break_reasons
     assert report.graph_count == 1
 
@@ -97,7 +103,7 @@ def test_the_compiled_steps_losses_equal_the_eager_steps() -> None:
     eager = run_steps(*make_runner(compile_=False), kinds)
     runner, scheduler = make_runner(compile_=True)
     compiled = run_steps(runner, scheduler, kinds)
-    assert runner._forward is not runner.forward_loss  # still the compiled function: nothing fell back
+    assert runner._forward != runner.forward_loss  # still the compiled function: nothing fell back
     for a, b in zip(eager, compiled, strict=True):
         for key in ("mlm_loss", "disc_loss", "mlm_accuracy", "disc_accuracy", "grad_norm", "lr"):
             assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (a["step"], key)
@@ -134,6 +140,60 @@ def test_steps_between_records_read_nothing_from_the_device(
             trainer.meter.record(3, trainer.progress.tokens, 0.0)
     record = trainer.meter.record(3, trainer.progress.tokens, 0.0)
     assert record["mlm_loss"] > 0 and record["disc_loss"] > 0 and record["grad_norm"] > 0
+
+
+def test_compiled_steps_between_records_read_nothing_from_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled step, once each kind of batch has compiled, runs steps of both kinds without a read."""
+    runner, scheduler = make_runner(compile_=True)
+    kinds = [True, False, True, False, False, True]
+    hosts = [(synthetic_batch(i, padded), padded) for i, padded in enumerate(kinds)]
+    counts = [int(batch["attention_mask"].sum()) for batch, _ in hosts]  # host values, as the trainer's
+    for i, (batch, padded) in enumerate(hosts[:2]):  # the first call of each kind compiles
+        runner.run([batch], [masking_seed(0, i, 0)], ROWS * 4, counts[i], padded)
+    with monkeypatch.context() as m:
+        forbid_device_reads(m)
+        for i, (batch, padded) in enumerate(hosts[2:], start=2):
+            runner.run([batch], [masking_seed(0, i, 0)], ROWS * 4, counts[i], padded)
+            scheduler.step()
+            runner.meter.add_step(counts[i], 0.0)
+    assert runner._forward != runner.forward_loss  # compiled throughout: no fallback hid a read
+    assert runner.meter.record(len(kinds), sum(counts), 0.0)["disc_loss"] > 0
+
+
+def test_a_step_that_cannot_compile_says_so_in_one_line_and_runs_eagerly() -> None:
+    def cannot_compile(graph: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        raise RuntimeError("no compiler on this machine")
+
+    lines: list[str] = []
+    kinds = [True, False, True]
+    runner, scheduler = make_runner(compile_=True, backend=cannot_compile, log=lines.append)
+    failed = run_steps(runner, scheduler, kinds)
+    assert runner._forward == runner.forward_loss
+    said = [line for line in lines if "compil" in line]
+    assert len(said) == 1 and "\n" not in said[0], lines
+    assert "compiling failed" in said[0] and "no compiler on this machine" in said[0]
+    assert said[0].endswith("running it eagerly")
+    for a, b in zip(run_steps(*make_runner(compile_=False), kinds), failed, strict=True):
+        assert a["disc_loss"] == pytest.approx(b["disc_loss"], rel=1e-5), a["step"]
+
+
+def test_the_plan_says_in_one_line_how_the_step_runs_and_why_not_as_asked() -> None:
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    graphed = plan_step(cuda, 1, "bf16", compile_=True, graphs=True)
+    assert graphed.graphs and graphed.compile
+    assert graphed.line == "training step: compiled (fullgraph), replayed as one CUDA graph on cuda"
+    ddp = plan_step(cuda, 2, "bf16", compile_=True, graphs=True)
+    assert not ddp.graphs and "no CUDA graph: 2 ranks" in ddp.line and "compiled module by module" in ddp.line
+    fp16 = plan_step(cuda, 1, "fp16", compile_=False, graphs=True)
+    assert not fp16.graphs and "no CUDA graph" in fp16.line and "loss scaler" in fp16.line
+    assert "launched kernel by kernel" in fp16.line
+    off = plan_step(cuda, 1, "bf16", compile_=False, graphs=False)
+    assert not off.graphs and off.line.endswith("(--no-cuda-graphs)")
+    # On a CPU there are no CUDA graphs to give up: nothing to explain.
+    on_cpu = plan_step(cpu, 1, "fp32", compile_=False, graphs=True)
+    assert not on_cpu.graphs and on_cpu.line == "training step: eager, launched kernel by kernel on cpu"
+    for plan in (graphed, ddp, fp16, off, on_cpu):
+        assert "\n" not in plan.line
 
 
 # The patched update never steps the optimizer, which the scheduler notices.

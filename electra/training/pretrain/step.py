@@ -210,7 +210,8 @@ class StepRunner:
     # ------------------------------------------------------------------------------------------- internals
 
     def _forward_once(self, batch: dict[str, Tensor], noise: StepNoise, padding: bool) -> Tensor:
-        if self._forward is self.forward_loss:
+        # == (not is): each attribute access makes a new bound method.
+        if self._forward == self.forward_loss:
             return self._forward(batch, noise, padding)
         try:
             return self._forward(batch, noise, padding)
@@ -271,5 +272,8 @@ def _compile_failure(e: Exception) -> bool:
 
 
 def _first_line(e: Exception) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}"
+    """The exception in one line: its first, and the next one too where the first only introduces it
+    (torch.compile's "backend='inductor' raised:" puts the reason on the line after)."""
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    text = " ".join(lines[:2]) if len(lines) > 1 and lines[0].endswith(":") else (lines or [""])[0]
+    return f"{type(e).__name__}: {text}"
