@@ -71,9 +71,10 @@ OPERATIONS = [
     ("POST", "/hf/{name}"),
     ("POST", "/rerank"),
     ("POST", "/predict"),
+    ("POST", "/embed"),
 ]
 V2_INFER = {"/v2/models/{name}/infer", "/v2/models/{name}/versions/{version}/infer"}
-WITH_BODY = {"/detect", "/classify", "/tag", "/hf/{name}", "/rerank", "/predict", *V2_INFER}
+WITH_BODY = {"/detect", "/classify", "/tag", "/hf/{name}", "/rerank", "/predict", "/embed", *V2_INFER}
 NEEDS_KEY = {
     "/detect",
     "/classify",
@@ -90,6 +91,7 @@ NEEDS_KEY = {
     "/hf/{name}",
     "/rerank",
     "/predict",
+    "/embed",
     *V2_INFER,
 }
 # GET routes that name a model: generated names are mostly not loaded.
@@ -109,6 +111,7 @@ TAG_FIELDS = {
 }
 RERANK_FIELDS = {"query", "texts", "truncate", "truncation_direction", "raw_scores", "return_text"}
 PREDICT_FIELDS = {"inputs", "truncate", "truncation_direction", "raw_scores"}
+EMBED_FIELDS = {"inputs", "normalize", "truncate", "truncation_direction"}
 # The apps' limit of characters per text; repaired texts run up to it, a pair's two sides both (the kind of
 # input whose truncation was once quadratic: 30 s for a pair of this size at 64 tokens).
 MAX_CHARS = 20_000
@@ -354,6 +357,15 @@ def _predict_body(body: Any, model: str, keep_list: bool) -> dict[str, Any]:
     return out
 
 
+def _embed_body(body: Any, model: str, keep_list: bool) -> dict[str, Any]:
+    out = {k: v for k, v in body.items() if k in EMBED_FIELDS} if isinstance(body, dict) else {}
+    out["model"] = model
+    inputs = out.get("inputs")
+    if not isinstance(inputs, str | list) or inputs == [] or not all(isinstance(x, str) for x in inputs):
+        out["inputs"] = ["good movie", "the cat"] if keep_list else "good movie"
+    return out
+
+
 def _with_words(body: dict[str, Any], words: str, repeats: int = 1) -> dict[str, Any]:
     """Vocabulary words in front of every generated text (and pair), so real tokens, word pieces and
     truncation occur; `repeats` of them, up to MAX_CHARS, so long texts and long pairs occur too."""
@@ -469,12 +481,21 @@ def _check_predict(body: dict[str, Any], answer: list[Any]) -> None:
         assert [p["score"] for p in row] == sorted((p["score"] for p in row), reverse=True)
 
 
+def _check_embed(body: dict[str, Any], answer: list[list[float]]) -> None:
+    inputs = body["inputs"]
+    assert len(answer) == (1 if isinstance(inputs, str) else len(inputs))
+    assert {len(vector) for vector in answer} == {64}  # the tiny models' hidden size
+    if body.get("normalize", True):
+        assert all(math.isclose(math.hypot(*vector), 1.0, abs_tol=1e-5) for vector in answer)
+
+
 REPAIRS: dict[str, tuple[Callable[..., dict[str, Any]], list[str | None], Callable[..., None]]] = {
     "/detect": (_detect_body, [None, "detector"], _check_detect),
     "/classify": (_classify_body, ["sentiment", "score"], _check_classify),
     "/tag": (_tag_body, [None, "tagger"], _check_tag),
     "/rerank": (_rerank_body, ["score"], _check_rerank),
     "/predict": (_predict_body, ["sentiment", "score"], _check_predict),
+    "/embed": (_embed_body, ["detector", "sentiment", "tagger"], _check_embed),
 }
 
 

@@ -22,12 +22,24 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from electra.serving.engine.embedding import embed_input, normalized, not_embeddable
 from electra.serving.engine.encoded import Encoded
 from electra.serving.engine.errors import EmptyInput, InvalidRequest, ModelNotFound, TooLarge
 from electra.serving.engine.generator import GeneratorRunner
+from electra.serving.engine.kinds import CLASSIFIER, DETECTOR, EMBEDDER, KINDS, TAGGER
 from electra.serving.engine.metadata import RequestMetadata
 from electra.serving.engine.postprocess import classify_result, detect_result, sigmoid
-from electra.serving.engine.requests import Classified, Classify, Detect, Filled, FillMask, Rerank, Tag
+from electra.serving.engine.requests import (
+    Classified,
+    Classify,
+    Detect,
+    Embed,
+    Embedded,
+    Filled,
+    FillMask,
+    Rerank,
+    Tag,
+)
 from electra.serving.engine.results import DEFAULT_THRESHOLD, DetectResult
 from electra.serving.engine.runtime import ModelRunner
 from electra.serving.engine.suggest import Target, attach, flagged, mask_targets, plan
@@ -50,7 +62,6 @@ from electra.serving.settings import ServeSettings
 MAX_SEQUENCE_CHARS = 16_000_000
 # Requests with more characters than this are tokenized in a worker thread rather than on the event loop.
 INLINE_TOKENIZE_CHARS = 4096
-KIND_ROUTE = {"discriminator": "/detect", "classifier": "/classify", "tagger": "/tag"}
 
 
 class Backend(Protocol):
@@ -75,23 +86,26 @@ class Inference:
         self.runners = runners
         self.settings = settings
         self.backend = backend
-        self.by_kind = {k: {n: r for n, r in runners.items() if r.kind == k} for k in KIND_ROUTE}
+        # Per registered kind (electra.serving.engine.kinds), the loaded models that serve it.
+        self.by_kind = {
+            kind.name: {n: r for n, r in runners.items() if r.kind in kind.bundles} for kind in KINDS.values()
+        }
 
     # --- which model ----------------------------------------------------------------------------------
 
     def pick(self, name: str | None, kind: str) -> ModelRunner:
         """The model of `kind` a request names, or the only one loaded (the JSON routes)."""
         candidates = self.by_kind[kind]
-        route = KIND_ROUTE[kind]
+        route = KINDS[kind].route
         if name is not None:
             runner = self.runners.get(name)
             if runner is None:
                 raise ModelNotFound(
                     f"model {name!r} is not loaded; loaded for {route}: {_names(candidates)}",
                 )
-            if runner.kind != kind:
+            if runner.kind not in KINDS[kind].bundles:
                 raise InvalidRequest(
-                    f"model {name!r} is a {runner.kind}; send it to {KIND_ROUTE[runner.kind]}",
+                    f"model {name!r} is a {runner.kind}; send it to {KINDS[runner.kind].route}",
                 )
             return runner
         if not candidates:
@@ -127,7 +141,7 @@ class Inference:
         learns what the request's work took."""
         meta = meta or RequestMetadata()
         self.check_sizes(request.texts, request.field)
-        runner = runner or self.pick(model, "discriminator")
+        runner = runner or self.pick(model, DETECTOR)
         stride = self.check_stride(runner, request.stride, request.truncate)
         self.check_suggest(runner, request.suggest)
         self.backend.check_ready()
@@ -146,7 +160,7 @@ class Inference:
         """Each text's per-token logits through windows, checked as detect's."""
         meta = meta or RequestMetadata()
         self.check_sizes(request.texts, request.field)
-        runner = runner or self.pick(model, "tagger")
+        runner = runner or self.pick(model, TAGGER)
         stride = self.check_stride(runner, request.stride, request.truncate)
         self.backend.check_ready()
         return runner, await self.token_logits(runner, request.texts, stride, meta)
@@ -161,7 +175,7 @@ class Inference:
         """Checked (the inputs, the model, readiness), tokenized (TooLong over the model with truncate off)
         and run: each input's logits and result."""
         meta = meta or RequestMetadata()
-        runner = runner or self.pick(model, "classifier")
+        runner = runner or self.pick(model, CLASSIFIER)
         pairs = request.pairs
         self.check_sizes([a for a, _ in pairs], request.field)
         self.check_chars([b for _, b in pairs if b is not None])
@@ -197,7 +211,7 @@ class Inference:
         (index, score) per text, unrounded, the highest score first, in `ranked`'s order."""
         self.check_sizes(request.texts, request.field)
         self.check_chars([request.query])
-        runner = runner or self.pick(model, "classifier")
+        runner = runner or self.pick(model, CLASSIFIER)
         if len(runner.labels) != 1:
             raise InvalidRequest(
                 f"model {runner.name!r} scores {len(runner.labels)} labels; reranking needs a "
@@ -217,6 +231,45 @@ class Inference:
         logits = np.array([float(row[0]) for row in classified.logits])
         scores = (logits if request.raw_scores else sigmoid(logits)).tolist()
         return runner, [(i, scores[i]) for i in ranked(scores)]
+
+    async def embed(
+        self,
+        request: Embed,
+        runner: ModelRunner | None = None,
+        model: str | None = None,
+        meta: RequestMetadata | None = None,
+    ) -> tuple[ModelRunner, Embedded]:
+        """Checked (the texts, the model: one that answers its hidden state, readiness), tokenized (TooLong
+        over the model with truncate off) and run through the model's own queue: each text's pooled vector
+        (electra.serving.engine.embedding), of unit length with `normalize`."""
+        meta = meta or RequestMetadata()
+        self.check_sizes(request.texts, request.field)
+        runner = runner or self.pick(model, EMBEDDER)
+        embedding = runner.bundle.embedding
+        if embedding is None:
+            raise InvalidRequest(not_embeddable(runner.name))
+        if request.dimensions not in (None, embedding.dimensions):
+            raise InvalidRequest(
+                f"'dimensions' is {request.dimensions}; model {runner.name!r} answers vectors of "
+                f"{embedding.dimensions} only (it is not a Matryoshka model): send null or "
+                f"{embedding.dimensions}"
+            )
+        if not request.allow_empty:
+            for i, text in enumerate(request.texts):
+                if not text:
+                    raise EmptyInput(f"{request.field}[{i}] is empty: it has no text to embed")
+        self.check_fits(len(request.texts), "model inputs")
+        self.backend.check_ready()
+        pooling = embedding.pooling
+        texts = [(t, None) for t in request.texts]
+        classify = Classify(texts, request.truncate, request.field, request.direction)
+        encode = functools.partial(self._encode, runner, classify)
+        encoded = await self.tokenize(runner, encode, request.texts, meta)
+        inputs = [embed_input(enc, pooling) for enc in encoded]
+        vectors = await self.backend.submit(runner.name, inputs, len(inputs), meta)
+        if request.normalize:
+            vectors = normalized(vectors)
+        return runner, Embedded(vectors, [enc.truncated for enc in encoded])
 
     async def fill_mask(
         self, request: FillMask, runner: ModelRunner, meta: RequestMetadata | None = None

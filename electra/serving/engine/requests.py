@@ -81,6 +81,31 @@ class FillMask:
 
 
 @dataclass(frozen=True)
+class Embed:
+    """Each text's sentence vector from an encoder (any bundle exported with its last hidden state), pooled as
+    its bundle says and, with `normalize`, of unit length. `truncate` false: an input over the model's length
+    is refused (TooLong); `direction`: which end a truncated one loses; `allow_empty` false: "" is refused
+    (text-embeddings-inference's Empty); `dimensions`: the length asked for, which only the model's own passes
+    (None: not asked)."""
+
+    texts: list[str]
+    normalize: bool = True
+    truncate: bool = False
+    direction: str = "right"
+    field: str = "inputs"
+    allow_empty: bool = True
+    dimensions: int | None = None
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """Per text, its vector (float32, the model's hidden size) and whether its input was cut to fit."""
+
+    vectors: list[np.ndarray]
+    truncated: list[bool]
+
+
+@dataclass(frozen=True)
 class Filled:
     """Per text: its document, its targets (masks or flagged tokens), whether they were [MASK]s, and each
     target's top tokens (TOP_TOKENS rows)."""

@@ -12,23 +12,22 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from electra.bundle import INPUT_NAMES, Bundle, read_bundle
+from electra.bundle import INPUT_NAMES, OUTPUT_NAME, Bundle, read_bundle
 from electra.errors import InputError
 from electra.files import MODEL_ONNX
 from electra.padding import PADDING_SIDE, pad_rows
+from electra.serving.engine.embedding import EmbedInput, pool
 from electra.serving.engine.encoded import Encoded, from_encoding
 from electra.serving.engine.errors import TooLong
 from electra.serving.engine.generator import GeneratorRunner
+from electra.serving.engine.kinds import CLASSIFIER, kind_of
 from electra.serving.engine.postprocess import DEFAULT_LABEL_THRESHOLD
-from electra.serving.engine.session import open_session, run_session
+from electra.serving.engine.session import open_session, run_outputs, run_session
 from electra.serving.engine.shapes import padded_length, warm_up_shapes
 from electra.serving.engine.truncation import Measured, Template, measure
 from electra.tokenizer import load_tokenizer, special_ids
 
 log = logging.getLogger(__name__)
-
-# Kinds whose logits are per token (padded positions trimmed off); a classifier's are one vector per input.
-PER_TOKEN_KINDS = ("discriminator", "tagger")
 
 
 class ModelRunner:
@@ -47,11 +46,13 @@ class ModelRunner:
                 "(export the model again with this version)"
             )
         self.kind: str = self.bundle.kind
+        # Logits per token (padded positions trimmed off), or a vector per input: as its registered kind says.
+        self.per_token = kind_of(self.kind).per_token
         self.max_seq_len: int = self.bundle.max_seq_len
         labels = self.bundle.labels or {}
         self.labels: list[str] = [labels[str(i)] for i in range(len(labels))]
         self.problem_type: str | None = self.bundle.problem_type
-        self.regression = self.kind == "classifier" and (
+        self.regression = self.kind == CLASSIFIER and (
             self.problem_type == "regression" or len(self.labels) == 1
         )
         self.multi_label = self.problem_type == "multi_label_classification"
@@ -150,10 +151,30 @@ class ModelRunner:
         return run_session(self.session, feeds, self.device)
 
     def infer(self, batch: list[Encoded]) -> list[np.ndarray]:
-        """One logits row per input: per-token logits trimmed to its length (a tagger's: a row of labels per
-        token), or a classifier's vector."""
-        logits = self.run(self.pad(batch))
-        if self.kind in PER_TOKEN_KINDS:
+        """One row per input: per-token logits trimmed to its length (a tagger's: a row of labels per token),
+        or a classifier's vector; for an EmbedInput, its pooled sentence vector (electra.serving.engine.
+        embedding), pooled here, in the batcher's thread, from the hidden states of its real tokens. The
+        session is asked only for the outputs the batch reads."""
+        feeds = self.pad(batch)
+        embeds = [isinstance(e, EmbedInput) for e in batch]
+        if not any(embeds):
+            return self._logits_rows(batch, self.run(feeds))
+        hidden_name = self.bundle.embedding.output if self.bundle.embedding else ""
+        if all(embeds):
+            logits, (hidden,) = None, run_outputs(self.session, feeds, self.device, (hidden_name,))
+        else:
+            logits, hidden = run_outputs(self.session, feeds, self.device, (OUTPUT_NAME, hidden_name))
+        rows = [] if logits is None else self._logits_rows(batch, logits)
+        out = []
+        for row, e in enumerate(batch):
+            if isinstance(e, EmbedInput):
+                out.append(pool(hidden[row, : e.length], e.pooling))
+            else:
+                out.append(rows[row])
+        return out
+
+    def _logits_rows(self, batch: list[Encoded], logits: np.ndarray) -> list[np.ndarray]:
+        if self.per_token:
             return [logits[row, : e.length] for row, e in enumerate(batch)]
         return [logits[row] for row in range(len(batch))]
 
@@ -194,5 +215,8 @@ class ModelRunner:
             "parity": msgspec.to_builtins(self.bundle.parity),
             "dev_accuracy": msgspec.to_builtins(self.bundle.dev_accuracy),
             "generator": None if self.generator is None else self.generator.describe(),
+            "embedding": None
+            if self.bundle.embedding is None
+            else {"pooling": self.bundle.embedding.pooling, "dimensions": self.bundle.embedding.dimensions},
             "created": self.bundle.created,
         }

@@ -1,5 +1,6 @@
 """ONNX Runtime sessions: opened for a device (CUDA libraries from pip preloaded, failures in one line) and
-run for float32 logits (IO binding on CUDA). Every model a bundle holds runs through these two functions."""
+run for float32 logits, or any of the graph's outputs (IO binding on CUDA). Every model a bundle holds runs
+through these functions."""
 
 from __future__ import annotations
 
@@ -73,13 +74,21 @@ def open_session(path: Path, device: str, threads: int) -> Any:
 
 def run_session(session: Any, feeds: dict[str, np.ndarray], device: str) -> np.ndarray:
     """The session's float32 logits for `feeds`."""
+    return run_outputs(session, feeds, device, (OUTPUT_NAME,))[0]
+
+
+def run_outputs(
+    session: Any, feeds: dict[str, np.ndarray], device: str, names: tuple[str, ...]
+) -> list[np.ndarray]:
+    """The session's float32 outputs called `names`, in that order; only those are copied back."""
     if device == "cuda":
-        # IO binding: inputs copied once, the output allocated on the device and copied back once,
+        # IO binding: inputs copied once, the outputs allocated on the device and copied back once,
         # instead of ORT staging every tensor through its default path.
         binding = session.io_binding()
         for name, value in feeds.items():
             binding.bind_cpu_input(name, value)
-        binding.bind_output(OUTPUT_NAME, "cuda")
+        for name in names:
+            binding.bind_output(name, "cuda")
         session.run_with_iobinding(binding)
-        return np.asarray(binding.copy_outputs_to_cpu()[0], dtype=np.float32)
-    return np.asarray(session.run([OUTPUT_NAME], feeds)[0], dtype=np.float32)
+        return [np.asarray(out, dtype=np.float32) for out in binding.copy_outputs_to_cpu()]
+    return [np.asarray(out, dtype=np.float32) for out in session.run(list(names), feeds)]

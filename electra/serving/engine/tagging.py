@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from electra.serving.engine.encoded import Encoded
+from electra.serving.engine.kinds import DETECTOR
 from electra.serving.engine.postprocess import sigmoid, with_marks
 from electra.serving.engine.results import Aggregation, TagEntity, TagResult
 from electra.serving.engine.rounding import rounded_one
@@ -49,7 +50,7 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 def label_probabilities(kind: str, labels: Sequence[str], logits: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Every token's probability of every label, and the labels: a tagger's softmax over its tags, a
     detector's (original, replaced) pair."""
-    if kind == "discriminator":
+    if kind == DETECTOR:
         replaced = sigmoid(logits)
         return np.stack([1.0 - replaced, replaced], axis=-1), list(DETECTOR_LABELS)
     return softmax(logits), list(labels)

@@ -22,7 +22,7 @@ from litestar.handlers.base import BaseRouteHandler
 from litestar.plugins.prometheus import PrometheusController
 
 from electra.serving.engine.backend import load_runners
-from electra.serving.engine.core import KIND_ROUTE
+from electra.serving.engine.kinds import KINDS
 from electra.serving.engine.runtime import ModelRunner
 from electra.serving.http.api_docs import openapi_config
 from electra.serving.http.error_responses import error_response
@@ -45,7 +45,7 @@ from electra.serving.http.state import ServerState
 from electra.serving.http.tei import TEI_PATHS, tei_routes
 from electra.serving.settings import ServeSettings
 
-_JSON_INFERENCE_PATHS = frozenset(KIND_ROUTE.values()) | TEI_PATHS
+_JSON_INFERENCE_PATHS = frozenset(kind.route for kind in KINDS.values()) | TEI_PATHS
 
 
 def create_app(

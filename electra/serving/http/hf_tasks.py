@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from msgspec import Meta, Struct
 
+from electra.serving.engine.kinds import DETECTOR, kind_of
 from electra.serving.engine.results import Aggregation
 from electra.serving.engine.rounding import rounded_one
 from electra.serving.engine.tagging import Entity
@@ -127,12 +128,16 @@ def hf_entity(entity: Entity, text: str) -> TokenEntity:
     return TokenEntity(entity.score, word, entity.start, entity.end, entity=entity.label, index=entity.index)
 
 
-# Token classifiers by bundle kind, and the labels their token-classification leaves out by default: the
-# pipeline's "O" for a tagger; for a detector, its tokens that were not replaced.
-TOKEN_CLASSIFIERS = {"discriminator": ("original",), "tagger": ("O",)}
+TOKEN_CLASSIFICATION = "token-classification"
 TEXT_ONLY = frozenset(TextClassificationParameters.__struct_fields__)
 TOKEN_ONLY = frozenset(TokenClassificationParameters.__struct_fields__)
 FILL_MASK_ONLY = frozenset(FillMaskParameters.__struct_fields__)
+
+
+def is_token_classifier(kind: str) -> bool:
+    """Whether a bundle kind answers token-classification (its registered task, electra.serving.engine.kinds;
+    the labels it leaves out by default are there too)."""
+    return kind_of(kind).hf_task == TOKEN_CLASSIFICATION
 
 
 def is_fill_mask(parameters: dict[str, Any], texts: Sequence[Any], mask_token: str) -> bool:
@@ -157,7 +162,7 @@ def fill_mask_conflict(name: str, parameters: dict[str, Any]) -> str | None:
 def wrong_task(name: str, kind: str, parameters: dict[str, Any]) -> str | None:
     """What to say when the parameters are another task's than the model answers; None when they fit.
     (The body does not name its task: its parameters are the only sign of what the client expects.)"""
-    token = kind in TOKEN_CLASSIFIERS
+    token = is_token_classifier(kind)
     foreign = sorted(set(parameters) & (TEXT_ONLY if token else TOKEN_ONLY))
     if not foreign:
         return None
@@ -167,7 +172,7 @@ def wrong_task(name: str, kind: str, parameters: dict[str, Any]) -> str | None:
         else ("text-classification", "token-classification", TEXT_ONLY)
     )
     hint = ""
-    if kind == "discriminator" and set(parameters) & FILL_MASK_ONLY:
+    if kind == DETECTOR and set(parameters) & FILL_MASK_ONLY:
         hint = "; fill-mask needs a detector exported with its generator (electra export --generator)"
     return (
         f"model {name!r} is a {kind}: it answers {task} (parameters {', '.join(sorted(own))}), not "

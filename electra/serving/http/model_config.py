@@ -1,5 +1,6 @@
-"""What each model's v2 tensors are, told two ways: the protocol's model metadata and Triton's model
-configuration (the `model_configuration` extension, `GET /v2/models/{name}/config`).
+"""Each model's v2 tensors (its kind's, from the registry electra.serving.engine.kinds), told two ways: the
+protocol's model metadata and Triton's model configuration (the `model_configuration` extension,
+`GET /v2/models/{name}/config`).
 
 Every tensor is batch-first: n texts in, n rows out. The configuration says so as Triton does, with
 `max_batch_size` (the server's --max-texts) and each tensor's `dims` after the batch dimension; the metadata
@@ -14,9 +15,9 @@ of `model_config.proto`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from electra.serving.engine.kinds import SUGGESTION_OUTPUTS, Tensor, kind_of
 from electra.serving.http.open_inference import ModelMetadata, TensorMetadata
 
 if TYPE_CHECKING:
@@ -27,75 +28,23 @@ VERSION = "1"  # a bundle is one version of one model
 PLATFORM = "electra-onnx"
 # Wire datatype -> model_config.proto's DataType.
 CONFIG_TYPES = {"BOOL": "TYPE_BOOL", "INT64": "TYPE_INT64", "FP32": "TYPE_FP32", "BYTES": "TYPE_STRING"}
-TOKENS = -1  # a per-token dimension: as long as the longest text of the request
-
-
-@dataclass(frozen=True)
-class Tensor:
-    name: str
-    datatype: str
-    dims: tuple[int, ...]  # after the batch dimension
-    optional: bool = False
-    reshape: tuple[int, ...] | None = None  # the shape the model reads, when not dims
-
-
-def _per_token(name: str, datatype: str) -> Tensor:
-    return Tensor(name, datatype, (TOKENS,))
-
-
-def _per_text(name: str, datatype: str) -> Tensor:
-    return Tensor(name, datatype, ())
-
-
-_OFFSETS = [_per_token("starts", "INT64"), _per_token("ends", "INT64"), _per_token("tokens", "BYTES")]
-_PER_TEXT = [_per_text("lengths", "INT64"), _per_text("windows", "INT64"), _per_text("truncated", "BOOL")]
-DETECTOR_OUTPUTS = [_per_token("scores", "FP32"), _per_token("replaced", "BOOL"), *_OFFSETS, *_PER_TEXT]
-SUGGESTIONS = -1  # a per-suggestion dimension: the request's `suggest`
-
-
-def _per_suggestion(name: str, datatype: str) -> Tensor:
-    return Tensor(name, datatype, (TOKENS, SUGGESTIONS))
-
-
-# A detector with a generator, answered when the request sends `suggest` (electra.serving.http.protocols).
-SUGGESTION_OUTPUTS = [
-    _per_suggestion("suggestions", "BYTES"),
-    _per_suggestion("suggestion_scores", "FP32"),
-    _per_suggestion("suggestion_texts", "BYTES"),
-    _per_suggestion("suggestion_starts", "INT64"),
-    _per_suggestion("suggestion_ends", "INT64"),
-    _per_text("suggested_text", "BYTES"),
-]
-TAGGER_OUTPUTS = [_per_token("labels", "BYTES"), _per_token("scores", "FP32"), *_OFFSETS, *_PER_TEXT]
+__all__ = ["SUGGESTION_OUTPUTS", "VERSION", "classes", "config_of", "inputs", "metadata_of", "outputs"]
 
 
 def inputs(runner: ModelRunner) -> list[Tensor]:
-    texts = [Tensor("text", "BYTES", (1,), reshape=())]
-    if runner.kind == "classifier":
-        texts.append(Tensor("text_pair", "BYTES", (1,), optional=True, reshape=()))
-    return texts
+    """The model's v2 inputs: its kind's (electra.serving.engine.kinds)."""
+    return list(kind_of(runner.kind).v2_inputs)
 
 
 def outputs(runner: ModelRunner) -> list[Tensor]:
-    if runner.kind == "discriminator":
-        return DETECTOR_OUTPUTS + (SUGGESTION_OUTPUTS if runner.generator is not None else [])
-    if runner.kind == "tagger":
-        return TAGGER_OUTPUTS
-    if runner.regression:
-        return [_per_text("score", "FP32"), _per_text("truncated", "BOOL")]
-    return [
-        Tensor("probabilities", "FP32", (len(runner.labels),)),
-        _per_text("label", "BYTES"),
-        _per_text("truncated", "BOOL"),
-    ]
+    """The model's v2 outputs: its kind's, for this model (its labels, its generator)."""
+    return kind_of(runner.kind).v2_outputs(runner)
 
 
 def classes(runner: ModelRunner) -> dict[str, list[str] | None]:
     """The outputs Triton's classification extension may return as top classes, with their labels: a
     classifier's probabilities. Per-token scores are not classes (their rows are padded past each text)."""
-    if runner.kind == "classifier" and not runner.regression:
-        return {"probabilities": list(runner.labels)}
-    return {}
+    return kind_of(runner.kind).v2_classes(runner)
 
 
 def metadata_of(runner: ModelRunner) -> ModelMetadata:

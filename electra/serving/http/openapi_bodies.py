@@ -1,11 +1,11 @@
 """OpenAPI request bodies that Litestar cannot derive, or not fully, from a handler's signature.
 
 The v2 infer route reads its body itself (JSON, or a JSON header followed by binary tensors), and so do
-text-embeddings-inference's /rerank and /predict (strictly typed, unknown fields named back), so Litestar
-sees no body type; their schemas are msgspec's JSON Schema of `InferenceRequest`, `RerankRequest` and
-`PredictRequest`, converted to Litestar's OpenAPI objects, so that /schema documents them and schema-driven
-clients and fuzzers can send them. The JSON routes' bodies reject unknown fields, which Litestar's schema
-does not say.
+text-embeddings-inference's /rerank, /predict and /embed (strictly typed, unknown fields named back), so
+Litestar sees no body type; their schemas are msgspec's JSON Schema of `InferenceRequest`, `RerankRequest`,
+`PredictRequest` and `EmbedRequest`, converted to Litestar's OpenAPI objects, so that /schema documents them
+and schema-driven clients and fuzzers can send them. The JSON routes' bodies reject unknown fields, which
+Litestar's schema does not say.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from electra.serving.http.open_inference import BINARY_CONTENT_TYPE, InferenceRe
 from electra.serving.http.schemas import (
     ClassifyRequest,
     DetectRequest,
+    EmbedRequest,
     PairInput,
     PredictRequest,
     RerankRequest,
@@ -58,14 +59,14 @@ def document_infer_body(app: Litestar) -> None:
 
 
 def document_tei_bodies(app: Litestar) -> None:
-    """/rerank's and /predict's request bodies (electra.serving.http.tei reads them itself)."""
-    (rerank, predict), components = msgspec.json.schema_components(
-        [RerankRequest, PredictRequest], ref_template=REF
+    """/rerank's, /predict's and /embed's request bodies (electra.serving.http.tei reads them itself)."""
+    (rerank, predict, embed), components = msgspec.json.schema_components(
+        [RerankRequest, PredictRequest, EmbedRequest], ref_template=REF
     )
     openapi = app.openapi_schema
     for name, schema in components.items():
         openapi.components.schemas[name] = _schema(schema)
-    for path, body in (("/rerank", rerank), ("/predict", predict)):
+    for path, body in (("/rerank", rerank), ("/predict", predict), ("/embed", embed)):
         item = (openapi.paths or {}).get(path)
         if item is not None and item.post is not None:
             media = {"application/json": OpenAPIMediaType(schema=_schema(body))}

@@ -31,13 +31,13 @@ from litestar.types import Scope
 from msgspec import Meta
 
 from electra import __version__
+from electra.serving.engine.kinds import CLASSIFIER, DETECTOR, TAGGER, kind_of
 from electra.serving.engine.metadata import RequestMetadata
 from electra.serving.engine.requests import Classify, Detect, Tag
 from electra.serving.engine.results import DetectResult
 from electra.serving.engine.tagging import document_entities, label_probabilities, softmax
 from electra.serving.http.fill_mask import fill_mask
 from electra.serving.http.hf_tasks import (
-    TOKEN_CLASSIFIERS,
     FillMaskElement,
     HFRequest,
     LabelScore,
@@ -49,6 +49,7 @@ from electra.serving.http.hf_tasks import (
     fill_mask_conflict,
     hf_entity,
     is_fill_mask,
+    is_token_classifier,
     label_scores,
     wrong_task,
 )
@@ -83,13 +84,9 @@ HF_PREFIX = "/hf/"
 # The protocol extensions implemented (Triton's names, listed in the server metadata; clients such as
 # perf_analyzer look here before they use one).
 EXTENSIONS = ["binary_tensor_data", "classification", "model_configuration", "parameters", "statistics"]
-# The request parameters each kind of model uses (/detect's, /tag's and /classify's options); the rest are
-# ignored and named back. binary_data_output is the codec's (electra.serving.http.open_inference).
-MODEL_PARAMETERS = {
-    "discriminator": {"threshold", "level", "stride", "truncate", "suggest"},
-    "tagger": {"stride", "truncate"},
-    "classifier": {"truncate"},
-}
+# The request parameters a model uses are its kind's (electra.serving.engine.kinds: /detect's, /tag's and
+# /classify's options); the rest are ignored and named back. binary_data_output is the codec's
+# (electra.serving.http.open_inference).
 CODEC_PARAMETERS = {"binary_data_output"}
 
 
@@ -250,7 +247,7 @@ def _v2_model_routes(state: ServerState, guards: list[Any]) -> list[Any]:
 async def _infer(state: ServerState, runner: ModelRunner, request: Request[Any, Any, Any]) -> Response[bytes]:
     meta = request_meta(request.scope)
     parsed = parse_request(await request.body(), request.headers.get(HEADER_LENGTH))
-    used = MODEL_PARAMETERS[runner.kind]
+    used = kind_of(runner.kind).v2_parameters
     parameters = {k: v for k, v in parsed.parameters.items() if k in used}
     ignored = [k for k in parsed.parameters if k not in used and k not in CODEC_PARAMETERS]
     check_outputs(parsed, [t.name for t in outputs(runner)], classes(runner))
@@ -258,12 +255,7 @@ async def _infer(state: ServerState, runner: ModelRunner, request: Request[Any, 
         asked = [o.name for o in parsed.outputs or [] if o.name in {t.name for t in SUGGESTION_OUTPUTS}]
         if asked:
             raise ProtocolError(f"output {asked[0]!r} needs the parameter 'suggest' (suggestions per token)")
-    if runner.kind == "discriminator":
-        tensors = await _detect_tensors(state, runner, parsed.inputs, parameters, meta)
-    elif runner.kind == "tagger":
-        tensors = await _tag_tensors(state, runner, parsed.inputs, parameters, meta)
-    else:
-        tensors = await _classify_tensors(state, runner, parsed.inputs, parameters, meta)
+    tensors = await V2_TENSORS[runner.kind](state, runner, parsed.inputs, parameters, meta)
     body, headers = encode_response(runner.name, VERSION, parsed, tensors, ignored, classes(runner))
     return Response(body, headers=headers, media_type=headers.pop("Content-Type"))
 
@@ -444,6 +436,11 @@ async def _classify_tensors(
     return {"probabilities": ("FP32", probabilities), "label": ("BYTES", labels), "truncated": truncated}
 
 
+# Each bundle kind's v2 answer: its request from the tensors, run, and its result as tensors (the registry's
+# v2_outputs, electra.serving.engine.kinds, say which).
+V2_TENSORS = {DETECTOR: _detect_tensors, TAGGER: _tag_tensors, CLASSIFIER: _classify_tensors}
+
+
 # --- Hugging Face task shapes -----------------------------------------------------------------------------
 
 
@@ -485,7 +482,7 @@ def _hf_routes(state: ServerState, guards: list[Any]) -> list[Any]:
         mismatch = wrong_task(runner.name, runner.kind, parameters)
         if mismatch is not None:
             raise ProtocolError(mismatch)
-        if runner.kind in TOKEN_CLASSIFIERS:
+        if is_token_classifier(runner.kind):
             entities = await _token_classification(state, runner, items, parameters, meta)
             return entities[0] if single else entities
         return await _text_classification(state, runner, items, parameters, meta)
@@ -528,7 +525,7 @@ async def _token_classification(
         raise ProtocolError(f"model {runner.name!r} is a token classifier: 'inputs' are texts, not pairs")
     texts: list[str] = items  # type: ignore[assignment]
     _, scored_texts = await state.inference.tag(Tag(texts, p.stride, False, "inputs"), runner, meta=meta)
-    ignore = TOKEN_CLASSIFIERS[runner.kind] if p.ignore_labels is None else p.ignore_labels
+    ignore = kind_of(runner.kind).hf_ignore_labels if p.ignore_labels is None else p.ignore_labels
     out = []
     for text, scored in zip(texts, scored_texts, strict=True):
         probs, labels = label_probabilities(runner.kind, runner.labels, scored.logits)

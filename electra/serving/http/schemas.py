@@ -111,6 +111,9 @@ class ModelInfo(Struct):
     created: str | None
     # The generator beside a detector (what /detect's suggest runs); None: no suggestions from this model.
     generator: dict[str, object] | None = None
+    # What /embed answers with this model (pooling, dimensions); None: exported before graphs answered their
+    # hidden state, so it cannot embed until exported again.
+    embedding: dict[str, object] | None = None
 
 
 class ModelsResponse(Struct):
@@ -168,6 +171,22 @@ class PredictRequest(Struct):
     truncate: bool | None = None
     truncation_direction: Direction = "right"
     raw_scores: bool = False
+    model: ModelName | None = None
+
+
+class EmbedRequest(Struct):
+    """TEI's POST /embed: one text or a list of them through any encoder bundle; each one's pooled sentence
+    vector ([CLS] or mean, as the bundle says), of unit length unless `normalize` is false. `truncate` and
+    other fields: as /rerank's. `prompt_name` (a sentence-transformers prompt) and `dimensions` (a Matryoshka
+    model's shorter vector) are TEI's; a bundle has neither, so only null, or the model's own size, passes.
+    TEI's token-id inputs are refused: send the text."""
+
+    inputs: str | list[str | list[int]]
+    normalize: bool = True
+    truncate: bool | None = None
+    truncation_direction: Direction = "right"
+    prompt_name: str | None = None
+    dimensions: Annotated[int, Meta(ge=0)] | None = None
     model: ModelName | None = None
 
 

@@ -1,22 +1,25 @@
-"""text-embeddings-inference's (TEI's) routes for classifiers: `POST /rerank` and `POST /predict`, in the
-shapes of its OpenAPI document (docs/openapi.json of release 1.9.3; tests/fixtures/tei/ holds it) and with
-the behaviours of its router (router/src/http/server.rs, core/src/tokenization.rs), translated to the
-inference core's requests, so a TEI client talks to this server unchanged.
+"""text-embeddings-inference's (TEI's) routes: `POST /rerank` and `POST /predict` for classifiers, and `POST
+/embed` for any encoder bundle, in the shapes of its OpenAPI document (docs/openapi.json of release 1.9.3;
+tests/fixtures/tei/ holds it) and with the behaviours of its router (router/src/http/server.rs,
+core/src/tokenization.rs), translated to the inference core's requests, so a TEI client talks to this server
+unchanged.
 
 As TEI: /rerank scores each text against the query with a cross-encoder (a classifier of one output) and
 answers index and score per text, best first (`raw_scores`: the logit, else its sigmoid; `return_text`: the
 text too); /predict takes one text, a pair `[a, b]` or a batch of both (`[[a], [a, b], ...]`) and answers
 every label's score, best first (`raw_scores`: logits, else softmax over the labels, or a sigmoid for a model
-of one output). Scores are float32 values, written as TEI writes them (the shortest decimal that reads back
-as the same float32), and ordered unrounded, of equal scores the later first (TEI's sort). `truncate`
-absent or null takes the server's --auto-truncate (TEI's, true by default); false refuses an input over the
-model's length with an error naming the limit (and the query, when the query alone is too long);
-`truncation_direction` says which end a truncated input loses. An input with no text (a pair: neither side)
-is refused, 400 `Empty`. Fields are read strictly (`raw_scores` is a JSON boolean, not "true" or 1); fields
-TEI's types do not have are ignored, as TEI ignores them, and named in the `Electra-Ignored-Fields` header.
-Beyond TEI, which serves one model: `model` names one when the server has several, and a multi-label
-classifier scores each label with its own sigmoid, as it was trained. Errors answer TEI's
-`{"error", "error_type"}` (electra.serving.http.error_responses).
+of one output); /embed takes one text or a list and answers a list of sentence vectors, the last hidden state
+pooled as the bundle says ([CLS] or mean; electra.serving.engine.embedding), of unit length unless `normalize`
+is false. Scores and vector components are float32 values, written as TEI writes them (the shortest decimal
+that reads back as the same float32), and ordered unrounded, of equal scores the later first (TEI's sort).
+`truncate` absent or null takes the server's --auto-truncate (TEI's, true by default); false refuses an input
+over the model's length with an error naming the limit (and the query, when the query alone is too long);
+`truncation_direction` says which end a truncated input loses. An input with no text (a pair: neither side) is
+refused, 400 `Empty`, as is an empty list of inputs. Fields are read strictly (`raw_scores` is a JSON boolean,
+not "true" or 1); fields TEI's types do not have are ignored, as TEI ignores them, and named in the
+`Electra-Ignored-Fields` header. Beyond TEI, which serves one model: `model` names one when the server has
+several, and a multi-label classifier scores each label with its own sigmoid, as it was trained. Errors answer
+TEI's `{"error", "error_type"}` (electra.serving.http.error_responses).
 """
 
 from __future__ import annotations
@@ -33,21 +36,28 @@ from litestar.openapi import ResponseSpec
 from electra.serving.engine.core import ranked
 from electra.serving.engine.errors import EmptyInput
 from electra.serving.engine.postprocess import class_probabilities
-from electra.serving.engine.requests import Classify, Rerank
+from electra.serving.engine.requests import Classify, Embed, Rerank
 from electra.serving.engine.rounding import as_float32
 from electra.serving.http.json_body import read_json_body
 from electra.serving.http.middleware.request_metadata import request_meta
 from electra.serving.http.open_inference import ProtocolError
-from electra.serving.http.schemas import Prediction, PredictRequest, Rank, RerankRequest, TEIError
+from electra.serving.http.schemas import (
+    EmbedRequest,
+    Prediction,
+    PredictRequest,
+    Rank,
+    RerankRequest,
+    TEIError,
+)
 from electra.serving.http.state import ServerState
 
 log = logging.getLogger("electra.serving")
 
-TEI_PATHS = frozenset({"/rerank", "/predict"})
+TEI_PATHS = frozenset({"/rerank", "/predict", "/embed"})
 TAGS = ["text-embeddings-inference"]
 IGNORED_HEADER = "Electra-Ignored-Fields"
 
-Body = TypeVar("Body", RerankRequest, PredictRequest)
+Body = TypeVar("Body", RerankRequest, PredictRequest, EmbedRequest)
 
 
 def _errors(*codes: int) -> dict[int, ResponseSpec]:
@@ -110,7 +120,34 @@ def tei_routes(state: ServerState, guards: list[Any]) -> list[Any]:
         out = [predictions(row, labels, runner.multi_label, data.raw_scores) for row in classified.logits]
         return Response(out[0] if single else out, headers=_named(ignored))
 
-    return [rerank, predict]
+    @post(
+        "/embed",
+        status_code=200,
+        guards=guards,
+        before_request=read_json_body,
+        tags=TAGS,
+        responses=_errors(400, 401, 404, 413, 503),
+    )
+    async def embed(request: Request[Any, Any, Any]) -> Response[list[list[float]]]:
+        """Each input's sentence vector, pooled from the encoder's last hidden state (TEI's /embed)."""
+        data, ignored = await read_body(request, EmbedRequest)
+        if data.prompt_name is not None:
+            raise ProtocolError(
+                f"'prompt_name' is {data.prompt_name!r}, but a bundle has no sentence-transformers prompts: "
+                "put the prompt in the text and send null"
+            )
+        embed = Embed(
+            embed_inputs(data.inputs),
+            data.normalize,
+            _truncate(state, data.truncate),
+            data.truncation_direction.lower(),
+            allow_empty=False,
+            dimensions=data.dimensions,
+        )
+        _, embedded = await state.inference.embed(embed, model=data.model, meta=request_meta(request.scope))
+        return Response([as_float32(v) for v in embedded.vectors], headers=_named(ignored))
+
+    return [rerank, predict, embed]
 
 
 async def read_body(request: Request[Any, Any, Any], kind: type[Body]) -> tuple[Body, list[str]]:
@@ -151,6 +188,19 @@ def predict_inputs(inputs: str | list[str | list[str]]) -> tuple[bool, list[tupl
     if isinstance(inputs[0], str):
         return True, [_sequence(inputs, "inputs")]
     return False, [_sequence(item, f"inputs[{i}]") for i, item in enumerate(inputs)]
+
+
+def embed_inputs(inputs: str | list[str | list[int]]) -> list[str]:
+    """TEI's /embed Input as texts: one text, or a list of them. TEI also takes token ids; this server does
+    not (its truncation and pooling start from text), and says so."""
+    if isinstance(inputs, str):
+        return [inputs]
+    if not inputs:
+        raise EmptyInput("'inputs' is empty; send a text or a list of texts")
+    for i, item in enumerate(inputs):
+        if not isinstance(item, str):
+            raise ProtocolError(f"inputs[{i}] is token ids; this server embeds texts: send the text")
+    return inputs  # type: ignore[return-value]
 
 
 def _sequence(item: Any, where: str) -> tuple[str, str | None]:
