@@ -5,8 +5,9 @@ middleware left out, beside `bench.bare_server`'s app and a minimal Litestar app
 layer's cost is the median over rounds of (full - without it), each round's pair measured back to back.
 
 CPU time of the calling thread (`time.thread_time`), not wall time: what a layer costs does not depend on
-what else the machine runs, which a shared 2-core machine cannot promise for latency. The model's own time
-(ONNX Runtime, partly in its own threads) is in every variant alike.
+what else the machine runs, which a shared 2-core machine cannot promise for latency. Every variant runs its
+model on that thread (on the event loop, one ONNX Runtime thread), so the model's own time is in every variant
+alike.
 
     python -m bench.serve_layers                  # 9 rounds of 500 requests per variant
     python -m bench.serve_layers --rounds 3 --requests 100 --size tiny   # a quick look
@@ -47,6 +48,8 @@ MIDDLEWARES = {
 
 # --inline-max-ms for every variant: longer than any call (see apps).
 INLINE_ALWAYS_MS = 600_000.0
+# ONNX Runtime threads of every variant's model (see apps).
+ORT_THREADS = 1
 
 
 def _identity(app: Any) -> Any:
@@ -174,15 +177,18 @@ def apps(bundle: Path) -> dict[str, Any]:
     from electra.serving.http.app import create_app
     from electra.serving.settings import ModelSpec, ServeSettings
 
-    # Every model call on the event loop, as the bare app makes it: the server does so for a call it predicts
-    # short, which on a loaded machine it may not, and a call in the batcher's thread would leave this
-    # thread's CPU time, which is all that is measured, and make the full app look cheaper than the bare one.
-    settings = ServeSettings(models=(ModelSpec("detector", bundle),), inline_max_ms=INLINE_ALWAYS_MS)
+    # Every model call on the event loop, as the bare app makes it, and on this thread alone (one ONNX Runtime
+    # thread): the server runs a call on the loop only when it predicts it short, which on a loaded machine
+    # it may not, and work in another thread (the batcher's, ORT's pool, which shares a call's work out
+    # differently from call to call) would leave this thread's CPU time, which is all that is measured.
+    settings = ServeSettings(
+        models=(ModelSpec("detector", bundle),), inline_max_ms=INLINE_ALWAYS_MS, threads=ORT_THREADS
+    )
     out: dict[str, Any] = {}
     for layer in (None, *MIDDLEWARES):
         with without(layer):
             out["full" if layer is None else f"without {layer}"] = create_app(settings)
-    runner = ModelRunner("detector", bundle)
+    runner = ModelRunner("detector", bundle, threads=ORT_THREADS)
     out["litestar minimal"] = minimal_litestar(runner)
     out["bare"] = make_app(runner)
     return out
