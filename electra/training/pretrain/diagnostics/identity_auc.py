@@ -23,8 +23,8 @@ how often the corpus holds it, q(w) / p(w), with p the unigram distribution of t
 tokens) and q(w) = sum over slots of q_i(w), the generator's sampling mass (the third row of the masses). Its
 AUC is then read off the validation masses. The ranking takes nothing from the validation tokens' labels or
 counts: ranked by replaced(w) / original(w) on the same tokens, every word the validation set happens to hold
-few times looks replaced, and the bound is optimistic (0.646 against 0.551 for the official arm at 25% of its
-budget).
+few times looks replaced, and the bound is optimistic (0.646 against 0.509 for the official arm at 25% of its
+budget, seed 1).
 
 What it does not account for: a detector of identity and position together is not what it bounds (positions
 are drawn uniformly among the maskable ones, so a position carries no cue by itself); and q is the generator's
