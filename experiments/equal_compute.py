@@ -402,9 +402,13 @@ def markdown_table(result: dict[str, Any]) -> str:
             collapsed = r.get("collapsed_at_step")
             if collapsed is None and val.get("collapsed"):
                 collapsed = val.get("step")
-            cells.append(
-                "" if auc is None else f"{auc:.2f}" + (f" (collapsed at {collapsed})" if collapsed else "")
+            # Runs that log the identity-only AUC say which phase they are in; the collapse watch's flag is
+            # the first phase ending (docs/pretraining.md, "The identity phase"): the phase is shown.
+            phases = sorted(
+                {p for run in r.get("runs", []) if (p := (run.get("validation") or {}).get("phase"))}
             )
+            note = " / ".join(phases) if phases else (f"collapsed at {collapsed}" if collapsed else "")
+            cells.append("" if auc is None else f"{auc:.2f}" + (f" ({note})" if note else ""))
             det = r.get("heldout_detection", {})
             cells += [f"{det['swap_auc']:.3f}" if det else "", f"{det['generator_auc']:.3f}" if det else ""]
             lines.append("| " + " | ".join(cells) + " |")

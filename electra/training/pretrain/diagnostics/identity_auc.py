@@ -26,7 +26,12 @@ counts: ranked by replaced(w) / original(w) on the same tokens, every word the v
 few times looks replaced, and the bound is optimistic (0.646 against 0.509 for the official arm at 25% of its
 budget, seed 1).
 
-What it does not account for: a detector of identity and position together is not what it bounds (positions
+What it does not account for: a sample equal to the original is labelled original, so the ratio of
+replaced to original mass is not q(w) / p(w) once the generator often restores the original; the words it
+predicts well then rank too high, and the value can fall below 0.5 (the official arm's did from half its
+budget on, with 15% of its samples equal to the original), below what the best identity-only detector
+reaches (at least 0.5). Estimating replaced / original on batches apart from those scored would fix that,
+and is not done. A detector of identity and position together is not what it bounds (positions
 are drawn uniformly among the maskable ones, so a position carries no cue by itself); and q is the generator's
 distribution at the step evaluated, which a detector trained over earlier steps only tracks with a lag.
 """
