@@ -146,7 +146,6 @@ def measure_parity(
 
     ElectraError when the shapes differ or the exported graph's logits are not finite: the export is broken.
     """
-    import numpy as np
 
     batch = encode_batch(tokenizer, texts, max_seq_len, pair_types=model.config.type_vocab_size > 1)
     reference, exported = _run_both(model, session, batch)
@@ -159,17 +158,8 @@ def measure_parity(
     else:
         kind = prediction_kind(model.config)
     ref_pred, onnx_pred = _predictions(kind, reference), _predictions(kind, exported)
-    return Parity(
-        texts=len(texts),
-        batch_shape=list(batch["input_ids"].shape),
-        real_tokens=int(batch["attention_mask"].sum()),
-        max_abs_diff=float(np.abs(reference - exported).max()),
-        mean_abs_diff=float(np.abs(reference - exported).mean()),
-        agreement=None if ref_pred is None else float((ref_pred == onnx_pred).mean()),
-        compared=_COMPARED[kind],
-        tolerance=FP32_TOLERANCE if precision == "fp32" else None,
-        provider=PROVIDER,
-    )
+    agreement = None if ref_pred is None else float((ref_pred == onnx_pred).mean())
+    return _parity(texts, batch, reference, exported, agreement, kind, precision)
 
 
 def measure_generator_parity(
@@ -207,17 +197,8 @@ def measure_generator_parity(
     feeds = {**{name: batch[name] for name in INPUT_NAMES}, MASKED_POSITIONS: flat}
     exported = session.run([OUTPUT_NAME], feeds)[0]
     _check_outputs(reference, exported, precision, "generator logits")
-    return Parity(
-        texts=len(texts),
-        batch_shape=list(ids.shape),
-        real_tokens=int(batch["attention_mask"].sum()),
-        max_abs_diff=float(np.abs(reference - exported).max()),
-        mean_abs_diff=float(np.abs(reference - exported).mean()),
-        agreement=float((reference.argmax(-1) == exported.argmax(-1)).mean()),
-        compared=_COMPARED["generator"],
-        tolerance=FP32_TOLERANCE if precision == "fp32" else None,
-        provider=PROVIDER,
-    )
+    agreement = float((reference.argmax(-1) == exported.argmax(-1)).mean())
+    return _parity(texts, batch, reference, exported, agreement, "generator", precision)
 
 
 def measure_hidden_parity(
@@ -248,17 +229,8 @@ def measure_hidden_parity(
     # Positions past a row's length are padding, never pooled: not compared.
     real = batch["attention_mask"].astype(bool)
     reference, exported = reference[real], exported[real]
-    return Parity(
-        texts=len(texts),
-        batch_shape=list(batch["input_ids"].shape),
-        real_tokens=int(real.sum()),
-        max_abs_diff=float(np.abs(reference - exported).max()),
-        mean_abs_diff=float(np.abs(reference - exported).mean()),
-        agreement=float((cosine > HIDDEN_AGREEMENT_COSINE).mean()),
-        compared=_COMPARED["hidden"],
-        tolerance=FP32_TOLERANCE if precision == "fp32" else None,
-        provider=PROVIDER,
-    )
+    agreement = float((cosine > HIDDEN_AGREEMENT_COSINE).mean())
+    return _parity(texts, batch, reference, exported, agreement, "hidden", precision)
 
 
 def _check_outputs(reference: Any, exported: Any, precision: Precision, what: str) -> None:
@@ -274,6 +246,33 @@ def _check_outputs(reference: Any, exported: Any, precision: Precision, what: st
         raise ElectraError(
             f"the {precision} ONNX model produced non-finite {what} on the parity batch; it is unusable"
         )
+
+
+def _parity(
+    texts: Sequence[TextPair],
+    batch: dict[str, Any],
+    reference: Any,
+    exported: Any,
+    agreement: float | None,
+    compared: str,
+    precision: Precision,
+) -> Parity:
+    """The record of one comparison: `reference` and `exported` are the values compared (already cut to the
+    positions that count), `batch` the padded parity batch they came from."""
+    import numpy as np
+
+    diff = np.abs(reference - exported)
+    return Parity(
+        texts=len(texts),
+        batch_shape=list(batch["input_ids"].shape),
+        real_tokens=int(batch["attention_mask"].sum()),
+        max_abs_diff=float(diff.max()),
+        mean_abs_diff=float(diff.mean()),
+        agreement=agreement,
+        compared=_COMPARED[compared],
+        tolerance=FP32_TOLERANCE if precision == "fp32" else None,
+        provider=PROVIDER,
+    )
 
 
 def check_parity(parity: Parity, precision: Precision, model_dir: Path, what: str = "logits") -> None:

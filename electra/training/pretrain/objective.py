@@ -418,20 +418,9 @@ def electra_step(
         noise = draw_noise(rng, input_ids.shape, vocab_size, cfg, True, input_ids.device)
     model_mask = attention_mask if padding else None
 
-    positions, valid = select_positions(
-        input_ids, attention_mask, specials, cfg.mask_prob, scores=noise.scores
+    positions, valid, masked_ids, targets = _masked(
+        input_ids, attention_mask, specials, cfg, vocab_size, noise
     )
-    masked_ids = mask_inputs(
-        input_ids,
-        positions,
-        valid,
-        specials,
-        cfg,
-        vocab_size,
-        choice=noise.choice,
-        random_ids=noise.random_ids,
-    )
-    targets = torch.gather(input_ids, 1, positions)
 
     gen_logits = generator_model(masked_ids, model_mask, token_type_ids, masked_positions=positions)
     mlm_loss_sum, mlm_correct = _masked_lm_sums(gen_logits, targets, valid)
@@ -453,13 +442,7 @@ def electra_step(
         identity = None
         if diagnostics:
             identity = identity_masses(
-                gen_logits.detach(),
-                targets,
-                valid,
-                input_ids,
-                maskable,
-                positions,
-                cfg.temperature,
+                gen_logits.detach(), targets, valid, input_ids, maskable, positions, cfg.temperature
             )
         predicted = (disc_logits > 0) & real
         actual = labels.bool() & real
@@ -510,20 +493,9 @@ def mlm_step(
     if noise is None:
         noise = draw_noise(rng, input_ids.shape, vocab_size, cfg, False, input_ids.device)
 
-    positions, valid = select_positions(
-        input_ids, attention_mask, specials, cfg.mask_prob, scores=noise.scores
+    positions, valid, masked_ids, targets = _masked(
+        input_ids, attention_mask, specials, cfg, vocab_size, noise
     )
-    masked_ids = mask_inputs(
-        input_ids,
-        positions,
-        valid,
-        specials,
-        cfg,
-        vocab_size,
-        choice=noise.choice,
-        random_ids=noise.random_ids,
-    )
-    targets = torch.gather(input_ids, 1, positions)
     logits = model(
         masked_ids, attention_mask if padding else None, token_type_ids, masked_positions=positions
     )
@@ -543,6 +515,32 @@ def mlm_step(
         disc_weight=cfg.disc_weight,
         stats=stats,
     )
+
+
+def _masked(
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    specials: SpecialTokens,
+    cfg: ObjectiveConfig,
+    vocab_size: int,
+    noise: StepNoise,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The masking both objectives share: the selected positions and which are real, the generator's (or
+    masked LM's) input, and the originals at the positions."""
+    positions, valid = select_positions(
+        input_ids, attention_mask, specials, cfg.mask_prob, scores=noise.scores
+    )
+    masked_ids = mask_inputs(
+        input_ids,
+        positions,
+        valid,
+        specials,
+        cfg,
+        vocab_size,
+        choice=noise.choice,
+        random_ids=noise.random_ids,
+    )
+    return positions, valid, masked_ids, torch.gather(input_ids, 1, positions)
 
 
 def _vocab_size(model: nn.Module) -> int:
