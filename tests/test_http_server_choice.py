@@ -73,7 +73,7 @@ def test_granian_serves_and_logs_in_our_format(
         assert [t["text"] for t in r.json()["results"][0]["tokens"]] == ["the", "cat", "sat"]
         assert httpx.post(f"{server.url}/detect", content=b"{", timeout=30.0).status_code == 400
         server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=15.0) == 0, server.log_tail()
+        assert tsp.exit_code(server, 15.0) == 0, server.log_tail()
         log = server.log_tail(100_000)
     lines = [line for line in log.splitlines() if line.strip()]
     plain = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+: ")

@@ -99,6 +99,15 @@ def running_server(
         yield server
 
 
+def exit_code(server: ServerProcess, timeout: float) -> int:
+    """The server's exit status once it exits; a test failure with its log when it is still running after
+    `timeout` seconds (subprocess's TimeoutExpired would name the command, not what the server said)."""
+    try:
+        return server.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the server was still running {timeout:g} s after SIGTERM:\n{server.log_tail()}")
+
+
 def run_cli(args: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         serve_command(*args),
@@ -270,7 +279,7 @@ def test_sigterm_drains_in_flight_requests(serving_bundles: dict[str, Path], tmp
                 release.set()
                 for t in threads:
                     t.join(timeout=30.0)
-            exit_code = server.wait(timeout=15.0)
+            code = exit_code(server, 15.0)
             exited_after = time.monotonic() - signalled
 
         for i, texts in enumerate(requests):
@@ -284,7 +293,7 @@ def test_sigterm_drains_in_flight_requests(serving_bundles: dict[str, Path], tmp
                 assert_same_detection(text, result, expected[text])
         assert exited_after < 5.0, f"exit took {exited_after:.1f} s\n{server.log_tail()}"
         # The exit status itself is test_sigterm_exits_zero's business (a known bug: death by the signal).
-        assert exit_code in (0, -signal.SIGTERM), server.log_tail()
+        assert code in (0, -signal.SIGTERM), server.log_tail()
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"{server.url}/health/live", timeout=2.0)
         log = server.log_tail(100_000)
@@ -297,7 +306,7 @@ def test_sigterm_exits_zero(serving_bundles: dict[str, Path], tmp_path: Path) ->
     args = ["--model", f"detector={serving_bundles['detector']}", "--threads", "1"]
     with running_server(args, tmp_path) as server:
         server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=15.0) == 0, server.log_tail()
+        assert exit_code(server, 15.0) == 0, server.log_tail()
 
 
 @pytest.mark.slow

@@ -104,7 +104,7 @@ def test_workers_count_together_and_one_that_dies_is_replaced(
         # The dead worker's counts stay in the sums.
         assert metric(server.url, "electra_inputs_processed_total", "detector") == sent
         server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=30.0) == 0, server.log_tail()
+        assert tsp.exit_code(server, 30.0) == 0, server.log_tail()
         assert not worker_pids(server.pid)
         log = server.log_tail(100_000)
     assert f"worker 0 (pid {workers[0]}) exited with -9; starting it again" in log or (

@@ -106,7 +106,9 @@ class Supervisor:
         self.flags = self.context.Array("b", settings.workers, lock=False)
         self.workers: dict[int, _Worker] = {}
         self.failed_starts: dict[int, int] = {}
-        self.stopping = threading.Event()
+        # A plain flag, not a threading.Event: Event.set() in a signal handler deadlocks when the signal
+        # lands while this same thread holds the Event's lock inside Event.wait().
+        self.stopping = False
         self.failure: str | None = None
         self.failure_kind: type[ElectraError] = ElectraError
 
@@ -127,8 +129,10 @@ class Supervisor:
             )
             for index in range(self.settings.workers):
                 self._start(index, sock)
-            while not self.stopping.wait(POLL_S):
-                self._watch(sock)
+            while not self.stopping:
+                time.sleep(POLL_S)  # a signal's handler runs during the sleep, which then finishes
+                if not self.stopping:
+                    self._watch(sock)
             if sock is not None:  # new connections are refused from now on; the workers drain theirs
                 sock.close()
             self._stop_all()
@@ -143,7 +147,7 @@ class Supervisor:
             raise self.failure_kind(self.failure)
 
     def _on_signal(self, *_: Any) -> None:
-        self.stopping.set()
+        self.stopping = True
 
     def _start(self, index: int, sock: socket.socket | None) -> None:
         self.flags[index] = 0
@@ -179,7 +183,7 @@ class Supervisor:
                     f"worker {index} could not start (its error above)",
                     InputError,
                 )
-                self.stopping.set()
+                self.stopping = True
                 return
             if worker.was_ready:
                 log.error("worker %d (pid %d) exited with %s; starting it again", index, pid, code)
@@ -191,7 +195,7 @@ class Supervisor:
                         "in a row; stopping (its log lines above say why)"
                     )
                     log.error("%s", self.failure)
-                    self.stopping.set()
+                    self.stopping = True
                     return
                 log.error(
                     "worker %d (pid %d) exited with %s before it was ready; starting it again",
