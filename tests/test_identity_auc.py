@@ -49,7 +49,9 @@ def test_the_auc_ranks_ids_by_sampling_over_corpus_frequency_with_ties_half() ->
     samples = [(i, 0) for i, n in enumerate(original) for _ in range(n)]
     samples += [(i, 1) for i, n in enumerate(replaced) for _ in range(n)]
     ratio = {i: sampled[i] / corpus[i] for i in range(5)}
-    assert identity_auc(masses, corpus) == pytest.approx(brute_force_auc(samples, ratio), abs=1e-12)
+    expected = brute_force_auc(samples, ratio)
+    assert expected > 0.5  # the ratio's own ranking, not its reverse (next test)
+    assert identity_auc(masses, corpus) == pytest.approx(expected, abs=1e-12)
     # An id neither counted nor in the corpus changes nothing; one kind of mass missing leaves it undefined.
     padded = torch.cat([masses, torch.zeros(3, 3, dtype=torch.float64)], dim=1)
     assert identity_auc(padded, [*corpus, 0, 0, 0]) == pytest.approx(identity_auc(masses, corpus), abs=1e-12)
@@ -63,6 +65,20 @@ def test_identity_gives_chance_when_sampling_follows_the_corpus_and_one_when_dis
     # Replacements only ever of ids the corpus never holds: identity tells them apart perfectly.
     disjoint = torch.tensor([[50.0, 30.0, 0.0, 0.0], [0.0, 0.0, 4.0, 1.0], [0.0, 0.0, 4.0, 1.0]])
     assert identity_auc(disjoint, [50.0, 30.0, 0.0, 0.0]) == pytest.approx(1.0)
+
+
+def test_a_generator_that_mostly_restores_its_often_sampled_word_gets_the_reverse_ranking() -> None:
+    """Late in a run the generator samples some words often and mostly as themselves (labelled original): the
+    likelihood ratio then ranks them above the words it does replace, an AUC below 0.5. The reverse ranking
+    is an identity-only detector too, and the value is that one's."""
+    original, replaced, sampled, corpus = [12, 10], [1, 3], [5.0, 3.0], [10.0, 10.0]
+    masses = torch.tensor([original, replaced, sampled], dtype=torch.float64)
+    samples = [(i, 0) for i, n in enumerate(original) for _ in range(n)]
+    samples += [(i, 1) for i, n in enumerate(replaced) for _ in range(n)]
+    by_ratio = brute_force_auc(samples, {0: 0.5, 1: 0.3})
+    assert by_ratio == pytest.approx(31 / 88)  # below chance
+    assert identity_auc(masses, corpus) == pytest.approx(brute_force_auc(samples, {0: -0.5, 1: -0.3}))
+    assert identity_auc(masses, corpus) == pytest.approx(1 - 31 / 88)
 
 
 def test_the_ranking_takes_nothing_from_the_counts_it_is_scored_on() -> None:

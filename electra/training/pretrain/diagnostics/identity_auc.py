@@ -26,12 +26,14 @@ counts: ranked by replaced(w) / original(w) on the same tokens, every word the v
 few times looks replaced, and the bound is optimistic (0.646 against 0.509 for the official arm at 25% of its
 budget, seed 1).
 
-What it does not account for: a sample equal to the original is labelled original, so the ratio of
-replaced to original mass is not q(w) / p(w) once the generator often restores the original; the words it
-predicts well then rank too high, and the value can fall below 0.5 (the official arm's did from half its
-budget on, with 15% of its samples equal to the original), below what the best identity-only detector
-reaches (at least 0.5). Estimating replaced / original on batches apart from those scored would fix that,
-and is not done. A detector of identity and position together is not what it bounds (positions
+A sample equal to the original is labelled original, so the ratio of replaced to original mass is not
+q(w) / p(w) once the generator often restores the original: the words it predicts well, sampled often
+and mostly as themselves, rank too high, and the ranking's AUC can fall below 0.5 (the official arm's did
+from half its budget on, with 15% of its samples equal to the original: 0.462 at the end). The same ranking
+reversed is an identity-only detector too, so the value returned is the better of the two, never below 0.5
+(the official arm's 0.462 reads 0.538: its often-sampled words are then more often original than not). It
+is still not the best identity-only detector there: that would rank by replaced / original estimated on
+batches apart from those scored, which is not done, so late in a run the value may be below the best. A detector of identity and position together is not what it bounds (positions
 are drawn uniformly among the maskable ones, so a position carries no cue by itself); and q is the generator's
 distribution at the step evaluated, which a detector trained over earlier steps only tracks with a lag.
 """
@@ -115,7 +117,8 @@ def training_counts(split: Any, special_ids: tuple[int, ...], vocab_size: int) -
 def identity_auc(masses: Tensor, corpus: Tensor | np.ndarray) -> float:
     """The ROC AUC, on the tokens the masses count, of scoring each token by its id's likelihood ratio: the
     generator's sampling mass of the id over the corpus's frequency of it (ties, within an id or between ids
-    of equal ratio, count half). nan without both kinds of mass."""
+    of equal ratio, count half), or of the reverse ranking when that is higher. nan without both kinds of
+    mass."""
     original, replaced, sampled = masses.double().cpu()
     n_orig, n_repl = float(original.sum()), float(replaced.sum())
     if n_orig <= 0 or n_repl <= 0:
@@ -126,7 +129,9 @@ def identity_auc(masses: Tensor, corpus: Tensor | np.ndarray) -> float:
     ratio = torch.where(
         frequency > 0, sampled / frequency.clamp_min(1e-300), torch.full_like(sampled, math.inf)
     )
-    return _auc_by_score(original[seen], replaced[seen], ratio[seen], n_orig, n_repl)
+    auc = _auc_by_score(original[seen], replaced[seen], ratio[seen], n_orig, n_repl)
+    # The reversed ranking is an identity-only detector as well (see the module's docstring).
+    return max(auc, 1.0 - auc)
 
 
 def _auc_by_score(original: Tensor, replaced: Tensor, score: Tensor, n_orig: float, n_repl: float) -> float:
