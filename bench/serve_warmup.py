@@ -117,6 +117,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seq-len", type=int, default=512)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    if args.multiple < 1:
+        parser.error(f"--multiple must be at least 1, got {args.multiple}")
+    from electra.config import ElectraConfig
+
+    # From the shortest length timed to the position table of the Small model it builds.
+    most = ElectraConfig.from_size("small", vocab_size=2).max_position_embeddings
+    if not LENGTHS[0] <= args.max_seq_len <= most:
+        parser.error(f"--max-seq-len must be between {LENGTHS[0]} and {most}, got {args.max_seq_len}")
     lengths = [n for n in LENGTHS if n <= args.max_seq_len]
     multiples = {"exact": 1, "buckets": args.multiple}
     with tempfile.TemporaryDirectory() as tmp:
