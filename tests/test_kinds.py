@@ -62,13 +62,14 @@ def test_the_server_answers_every_registered_route_and_v2_for_every_bundle_kind(
     app = create_app(ServeSettings(models=models))
     paths = {route.path for route in app.routes}
     assert {kind.route for kind in KINDS.values()} <= paths
-    assert set(V2_TENSORS) == set(EXPORTABLE_KINDS)
+    assert set(V2_TENSORS) == set(KINDS)  # the embedder's too: a request asking for `embeddings`
     with TestClient(app) as client:
         for spec in models:
             runner = app.state.electra.runners[spec.name]
             metadata = client.get(f"/v2/models/{spec.name}").json()
             want = KINDS[runner.kind].v2_outputs(runner)
-            assert [o["name"] for o in metadata["outputs"]] == [t.name for t in want]
+            # The model's own kind's outputs first, then the embedder's that its kind does not have.
+            assert [o["name"] for o in metadata["outputs"]] == [t.name for t in want] + ["embeddings"]
 
 
 def test_a_kind_or_route_is_registered_once() -> None:

@@ -112,6 +112,7 @@ def test_v2_health_and_metadata(client: triton.InferenceServerClient) -> None:
         "probabilities": [-1, 2],
         "label": [-1],
         "truncated": [-1],
+        "embeddings": [-1, 64],  # the embedder's, asked for in a request of their own
     }
     detector = client.get_model_metadata("detector", "1", headers=auth())
     assert [t["name"] for t in detector["outputs"]][:5] == ["scores", "replaced", "starts", "ends", "tokens"]
@@ -201,6 +202,7 @@ def test_v2_tagger_metadata(client: triton.InferenceServerClient) -> None:
         "lengths": ("INT64", [-1]),
         "windows": ("INT64", [-1]),
         "truncated": ("BOOL", [-1]),
+        "embeddings": ("FP32", [-1, 64]),
     }
 
 
@@ -262,6 +264,33 @@ def test_v2_tagger_long_texts_and_parameters(client: triton.InferenceServerClien
         )
     with pytest.raises(InferenceServerException, match="unknown input 'text_pair'"):
         client.infer("tagger", [text_input(TEXTS), text_input(TEXTS, "text_pair")], headers=auth())
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_v2_embeddings_equal_embed(client: triton.InferenceServerClient, server: str, binary: bool) -> None:
+    """Any encoder's `embeddings`, asked for by name, are /embed's vectors for the same texts and options;
+    a request that asks for nothing else gets the model's own kind's outputs, as before."""
+    texts = [*TEXTS, document(400)]
+    for model in ("detector", "sentiment", "tagger"):
+        asked = [triton.InferRequestedOutput(n, binary_data=binary) for n in ("embeddings", "truncated")]
+        for parameters in ({}, {"normalize": False, "truncate": True}):
+            result = client.infer(
+                model, [text_input(texts)], outputs=asked, parameters=parameters, headers=auth()
+            )
+            want = ours(server, "/embed", {"model": model, "inputs": texts, **parameters})
+            vectors = result.as_numpy("embeddings")
+            assert vectors.dtype == np.float32 and vectors.shape == (len(texts), len(want[0]))
+            np.testing.assert_allclose(vectors, np.array(want, dtype=np.float32), rtol=1e-6, atol=1e-7)
+            assert result.as_numpy("truncated").tolist() == [False, False, False, True]
+            norms = np.linalg.norm(vectors, axis=1)
+            assert np.allclose(norms, 1.0, atol=1e-5) != ("normalize" in parameters)
+        meta = client.get_model_metadata(model, headers=auth())
+        assert {"name": "embeddings", "datatype": "FP32", "shape": [-1, vectors.shape[1]]} in meta["outputs"]
+    default = client.infer("detector", [text_input(TEXTS)], headers=auth())
+    assert default.as_numpy("embeddings") is None and default.as_numpy("scores") is not None
+    both = [triton.InferRequestedOutput("embeddings"), triton.InferRequestedOutput("scores")]
+    with pytest.raises(InferenceServerException, match="'scores' and 'embeddings' come from different"):
+        client.infer("detector", [text_input(TEXTS)], outputs=both, headers=auth())
 
 
 def test_v2_errors_in_the_protocols_shape(client: triton.InferenceServerClient, server: str) -> None:

@@ -178,9 +178,9 @@ register(
         hf_ignore_labels=("O",),
     )
 )
-# Every encoder bundle embeds, beside its own kind's work. /v2 and /hf answer a model as its bundle's own
-# kind, so the embedder's v2 tensors and Hugging Face task say what an embedding answers in those protocols'
-# terms; /embed is the one route that serves it so far.
+# Every encoder bundle embeds, beside its own kind's work: on /embed, and on /v2 when a request asks for
+# the output `embeddings` (a model answers its bundle's own kind otherwise). /hf answers a model as its
+# bundle's own kind only: feature-extraction is not served there.
 register(
     ModelKind(
         name=EMBEDDER,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from electra.serving.engine.kinds import SUGGESTION_OUTPUTS, Tensor, kind_of
+from electra.serving.engine.kinds import EMBEDDER, SUGGESTION_OUTPUTS, Tensor, kind_of
 from electra.serving.http.open_inference import ModelMetadata, TensorMetadata
 
 if TYPE_CHECKING:
@@ -37,8 +37,13 @@ def inputs(runner: ModelRunner) -> list[Tensor]:
 
 
 def outputs(runner: ModelRunner) -> list[Tensor]:
-    """The model's v2 outputs: its kind's, for this model (its labels, its generator)."""
-    return kind_of(runner.kind).v2_outputs(runner)
+    """The model's v2 outputs: its kind's, for this model (its labels, its generator), and the embedder's
+    `embeddings` when its bundle answers its hidden state (asked for in a request of their own)."""
+    own = kind_of(runner.kind).v2_outputs(runner)
+    if runner.bundle.embedding is None:
+        return own
+    names = {t.name for t in own}
+    return own + [t for t in kind_of(EMBEDDER).v2_outputs(runner) if t.name not in names]
 
 
 def classes(runner: ModelRunner) -> dict[str, list[str] | None]:

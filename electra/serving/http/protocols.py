@@ -31,9 +31,9 @@ from litestar.types import Scope
 from msgspec import Meta
 
 from electra import __version__
-from electra.serving.engine.kinds import CLASSIFIER, DETECTOR, TAGGER, kind_of
+from electra.serving.engine.kinds import CLASSIFIER, DETECTOR, EMBEDDER, TAGGER, kind_of
 from electra.serving.engine.metadata import RequestMetadata
-from electra.serving.engine.requests import Classify, Detect, Tag
+from electra.serving.engine.requests import Classify, Detect, Embed, Tag
 from electra.serving.engine.results import DetectResult
 from electra.serving.engine.tagging import document_entities, label_probabilities, softmax
 from electra.serving.http.fill_mask import fill_mask
@@ -68,6 +68,7 @@ from electra.serving.http.open_inference import (
     ModelMetadata,
     ProtocolError,
     ProtocolErrorBody,
+    RequestOutput,
     ServerMetadata,
     check_outputs,
     encode_response,
@@ -247,17 +248,35 @@ def _v2_model_routes(state: ServerState, guards: list[Any]) -> list[Any]:
 async def _infer(state: ServerState, runner: ModelRunner, request: Request[Any, Any, Any]) -> Response[bytes]:
     meta = request_meta(request.scope)
     parsed = parse_request(await request.body(), request.headers.get(HEADER_LENGTH))
-    used = kind_of(runner.kind).v2_parameters
+    check_outputs(parsed, [t.name for t in outputs(runner)], classes(runner))
+    # The embedder's work, when the request asks for the embeddings: the model's own kind's otherwise.
+    kind = EMBEDDER if _asks_for_embeddings(parsed.outputs, runner) else runner.kind
+    used = kind_of(kind).v2_parameters
     parameters = {k: v for k, v in parsed.parameters.items() if k in used}
     ignored = [k for k in parsed.parameters if k not in used and k not in CODEC_PARAMETERS]
-    check_outputs(parsed, [t.name for t in outputs(runner)], classes(runner))
     if parameters.get("suggest") is None:
         asked = [o.name for o in parsed.outputs or [] if o.name in {t.name for t in SUGGESTION_OUTPUTS}]
         if asked:
             raise ProtocolError(f"output {asked[0]!r} needs the parameter 'suggest' (suggestions per token)")
-    tensors = await V2_TENSORS[runner.kind](state, runner, parsed.inputs, parameters, meta)
+    tensors = await V2_TENSORS[kind](state, runner, parsed.inputs, parameters, meta)
     body, headers = encode_response(runner.name, VERSION, parsed, tensors, ignored, classes(runner))
     return Response(body, headers=headers, media_type=headers.pop("Content-Type"))
+
+
+def _asks_for_embeddings(requested: list[RequestOutput] | None, runner: ModelRunner) -> bool:
+    """Whether the request asks for the embedder's own outputs (`embeddings`), which come from another pass
+    of the model than its kind's (ProtocolError when it asks for both)."""
+    names = [o.name for o in requested or []]
+    embedder = {t.name for t in kind_of(EMBEDDER).v2_outputs(runner)}
+    if not embedder - {t.name for t in kind_of(runner.kind).v2_outputs(runner)} & set(names):
+        return False
+    others = [n for n in names if n not in embedder]
+    if others:
+        raise ProtocolError(
+            f"output {others[0]!r} and 'embeddings' come from different passes of the model: ask for "
+            f"{' and '.join(repr(n) for n in sorted(embedder))} in a request of their own"
+        )
+    return True
 
 
 def _model(state: ServerState, name: str, version: str | None) -> ModelRunner:
@@ -436,9 +455,43 @@ async def _classify_tensors(
     return {"probabilities": ("FP32", probabilities), "label": ("BYTES", labels), "truncated": truncated}
 
 
-# Each bundle kind's v2 answer: its request from the tensors, run, and its result as tensors (the registry's
-# v2_outputs, electra.serving.engine.kinds, say which).
-V2_TENSORS = {DETECTOR: _detect_tensors, TAGGER: _tag_tensors, CLASSIFIER: _classify_tensors}
+class EmbedTensorRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """The embeddings' v2 parameters: /embed's (None: the server's --auto-truncate)."""
+
+    texts: list[str]
+    normalize: bool = True
+    truncate: bool | None = None
+
+
+async def _embed_tensors(
+    state: ServerState,
+    runner: ModelRunner,
+    inputs: dict[str, Any],
+    parameters: dict[str, Any],
+    meta: RequestMetadata,
+) -> dict[str, tuple[str, np.ndarray]]:
+    texts = _texts(inputs, "text", {"text"})
+    data: EmbedTensorRequest = _route_parameters(parameters, EmbedTensorRequest, {"texts": texts})
+    truncate = state.settings.auto_truncate if data.truncate is None else data.truncate
+    request = Embed(texts, data.normalize, truncate, field="text")
+    _, embedded = await state.inference.embed(request, runner, meta=meta)
+    width = runner.bundle.hidden_size
+    vectors = np.stack(embedded.vectors) if embedded.vectors else np.zeros((0, width), dtype=np.float32)
+    return {
+        "embeddings": ("FP32", vectors.astype(np.float32, copy=False)),
+        "truncated": ("BOOL", np.array(embedded.truncated, dtype=np.bool_)),
+    }
+
+
+# Each kind's v2 answer: its request from the tensors, run, and its result as tensors (the registry's
+# v2_outputs, electra.serving.engine.kinds, say which). A model answers its bundle's own kind, and the
+# embedder's when a request asks for `embeddings`.
+V2_TENSORS = {
+    DETECTOR: _detect_tensors,
+    TAGGER: _tag_tensors,
+    CLASSIFIER: _classify_tensors,
+    EMBEDDER: _embed_tensors,
+}
 
 
 # --- Hugging Face task shapes -----------------------------------------------------------------------------
