@@ -449,6 +449,36 @@ def test_hf_tasks_a_model_does_not_answer(hf: InferenceClient, server: str) -> N
     assert r.status_code == 400 and "texts, not pairs" in r.json()["error"]
 
 
+def test_hf_feature_extraction_equals_embed(hf: InferenceClient, server: str) -> None:
+    """InferenceClient.feature_extraction on a URL of the hosted API's shape for the task
+    (/models/NAME/pipeline/feature-extraction) answers /embed's vectors, its options at the body's top
+    level."""
+    long = document(400)
+    for model in ("detector", "sentiment", "tagger"):
+        url = f"{server}/hf/{model}/pipeline/feature-extraction"
+        got = hf.feature_extraction(TEXTS[0], model=url)
+        want = ours(server, "/embed", {"model": model, "inputs": TEXTS[0]})
+        assert got.dtype == np.float32 and got.shape == (1, len(want[0]))
+        np.testing.assert_array_equal(got, np.array(want, dtype=np.float32))
+        raw = hf.feature_extraction(long, model=url, normalize=False, truncate=True)
+        want = ours(server, "/embed", {"model": model, "inputs": long, "normalize": False, "truncate": True})
+        np.testing.assert_array_equal(raw, np.array(want, dtype=np.float32))
+        assert abs(float(np.linalg.norm(raw[0])) - 1.0) > 1e-3  # not normalized
+    with pytest.raises(HfHubHTTPError, match="takes at most"):
+        hf.feature_extraction(long, model=f"{server}/hf/detector/pipeline/feature-extraction", truncate=False)
+    with pytest.raises(HfHubHTTPError, match="is not loaded"):
+        hf.feature_extraction("x", model=f"{server}/hf/nope/pipeline/feature-extraction")
+    url = f"{server}/hf/detector/pipeline/feature-extraction"
+    for body, says in [
+        ({"inputs": "x", "model": "sentiment"}, "the path names 'detector'"),
+        ({"inputs": "x", "normalize": "yes"}, "normalize"),
+        ({"inputs": ""}, "empty"),
+        ({"texts": ["x"]}, "inputs"),
+    ]:
+        r = httpx.post(url, json=body, headers=auth(), timeout=30)
+        assert r.status_code == 400 and says in r.json()["error"], (body, r.text)
+
+
 def test_hf_errors(hf: InferenceClient, server: str) -> None:
     with pytest.raises(HfHubHTTPError, match="is not loaded"):
         hf.text_classification("x", model=server + "/hf/nope")

@@ -69,12 +69,24 @@ OPERATIONS = [
     ("POST", "/v2/models/{name}/infer"),
     ("POST", "/v2/models/{name}/versions/{version}/infer"),
     ("POST", "/hf/{name}"),
+    ("POST", "/hf/{name}/pipeline/feature-extraction"),
     ("POST", "/rerank"),
     ("POST", "/predict"),
     ("POST", "/embed"),
 ]
 V2_INFER = {"/v2/models/{name}/infer", "/v2/models/{name}/versions/{version}/infer"}
-WITH_BODY = {"/detect", "/classify", "/tag", "/hf/{name}", "/rerank", "/predict", "/embed", *V2_INFER}
+FEATURE_EXTRACTION = "/hf/{name}/pipeline/feature-extraction"
+WITH_BODY = {
+    "/detect",
+    "/classify",
+    "/tag",
+    "/hf/{name}",
+    FEATURE_EXTRACTION,
+    "/rerank",
+    "/predict",
+    "/embed",
+    *V2_INFER,
+}
 NEEDS_KEY = {
     "/detect",
     "/classify",
@@ -89,6 +101,7 @@ NEEDS_KEY = {
     "/v2/models/{name}/versions/{version}/stats",
     "/v2/models/stats",
     "/hf/{name}",
+    FEATURE_EXTRACTION,
     "/rerank",
     "/predict",
     "/embed",

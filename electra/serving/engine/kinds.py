@@ -178,9 +178,9 @@ register(
         hf_ignore_labels=("O",),
     )
 )
-# Every encoder bundle embeds, beside its own kind's work: on /embed, and on /v2 when a request asks for
-# the output `embeddings` (a model answers its bundle's own kind otherwise). /hf answers a model as its
-# bundle's own kind only: feature-extraction is not served there.
+# Every encoder bundle embeds, beside its own kind's work: on /embed, on /v2 when a request asks for the
+# output `embeddings` (a model answers its bundle's own kind otherwise), and on /hf's feature-extraction
+# path (/hf/NAME answers the bundle's own kind).
 register(
     ModelKind(
         name=EMBEDDER,

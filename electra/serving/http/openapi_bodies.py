@@ -59,16 +59,19 @@ def document_infer_body(app: Litestar) -> None:
 
 
 def document_tei_bodies(app: Litestar) -> None:
-    """/rerank's, /predict's and /embed's request bodies (electra.serving.http.tei reads them itself)."""
+    """/rerank's, /predict's and /embed's request bodies (electra.serving.http.tei reads them itself), and
+    /embed's on Hugging Face's feature-extraction route."""
     (rerank, predict, embed), components = msgspec.json.schema_components(
         [RerankRequest, PredictRequest, EmbedRequest], ref_template=REF
     )
     openapi = app.openapi_schema
     for name, schema in components.items():
         openapi.components.schemas[name] = _schema(schema)
-    for path, body in (("/rerank", rerank), ("/predict", predict), ("/embed", embed)):
-        item = (openapi.paths or {}).get(path)
-        if item is not None and item.post is not None:
+    # Hugging Face's feature-extraction is /embed's body on a model's path.
+    bodies = {"/rerank": rerank, "/predict": predict, "/embed": embed}
+    for path, item in (openapi.paths or {}).items():
+        body = embed if path.endswith("/pipeline/feature-extraction") else bodies.get(path)
+        if body is not None and item.post is not None:
             media = {"application/json": OpenAPIMediaType(schema=_schema(body))}
             item.post.request_body = RequestBody(required=True, content=media)
 

@@ -16,6 +16,10 @@ Of a classifier: `probabilities` FP32 [n, labels] and `label` BYTES [n] (a regre
 back in the answer (electra.serving.http.open_inference). Each model's tensors, its Triton model configuration
 and its statistics: electra.serving.http.model_config, electra.serving.http.statistics. fill-mask on /hf:
 electra.serving.http.fill_mask.
+
+Any model that embeds also answers `embeddings` FP32 [n, hidden] (with `truncated`), /embed's vectors, to a v2
+request that asks for that output and no other of its kind's (parameters `normalize`, `truncate`), and
+Hugging Face's feature-extraction at /hf/{name}/pipeline/feature-extraction (/embed's body and answer).
 """
 
 from __future__ import annotations
@@ -74,8 +78,9 @@ from electra.serving.http.open_inference import (
     encode_response,
     parse_request,
 )
-from electra.serving.http.schemas import ClassifyRequest, DetectRequest
+from electra.serving.http.schemas import ClassifyRequest, DetectRequest, EmbedRequest
 from electra.serving.http.state import ServerState
+from electra.serving.http.tei_bodies import embed_vectors, read_body
 
 if TYPE_CHECKING:
     from electra.serving.engine.runtime import ModelRunner
@@ -540,7 +545,24 @@ def _hf_routes(state: ServerState, guards: list[Any]) -> list[Any]:
             return entities[0] if single else entities
         return await _text_classification(state, runner, items, parameters, meta)
 
-    return [hf_task]
+    @post(
+        "/hf/{name:str}/pipeline/feature-extraction",
+        guards=guards,
+        before_request=read_json_body,
+        status_code=200,
+        tags=["hugging face inference api"],
+        responses=_errors(400, 401, 404, 413, 503),
+    )
+    async def feature_extraction(name: FromPath[str], request: Request[Any, Any, Any]) -> list[list[float]]:
+        """Any encoder's sentence vectors, as /embed answers them (`normalize`, `truncate`,
+        `truncation_direction`, at the body's top level): what `InferenceClient.feature_extraction` sends to a
+        URL, and the path the hosted API serves it on (`/models/NAME/pipeline/feature-extraction`)."""
+        data, _ = await read_body(request, EmbedRequest)
+        if data.model not in (None, name):
+            raise ProtocolError(f"'model' is {data.model!r} but the path names {name!r}: send one of them")
+        return await embed_vectors(state, data, _model(state, name, None).name, request_meta(request.scope))
+
+    return [hf_task, feature_extraction]
 
 
 def _parameters(parameters: dict[str, Any], into: type[Any]) -> Any:

@@ -25,18 +25,16 @@ TEI's `{"error", "error_type"}` (electra.serving.http.error_responses).
 from __future__ import annotations
 
 import logging
-from typing import Any, TypeVar
+from typing import Any
 
-import msgspec
 import numpy as np
 from litestar import Request, Response, post
-from litestar.exceptions import ValidationException
 from litestar.openapi import ResponseSpec
 
 from electra.serving.engine.core import ranked
 from electra.serving.engine.errors import EmptyInput
 from electra.serving.engine.postprocess import class_probabilities
-from electra.serving.engine.requests import Classify, Embed, Rerank
+from electra.serving.engine.requests import Classify, Rerank
 from electra.serving.engine.rounding import as_float32
 from electra.serving.http.json_body import read_json_body
 from electra.serving.http.middleware.request_metadata import request_meta
@@ -50,14 +48,13 @@ from electra.serving.http.schemas import (
     TEIError,
 )
 from electra.serving.http.state import ServerState
+from electra.serving.http.tei_bodies import auto_truncate, embed_vectors, read_body
 
 log = logging.getLogger("electra.serving")
 
 TEI_PATHS = frozenset({"/rerank", "/predict", "/embed"})
 TAGS = ["text-embeddings-inference"]
 IGNORED_HEADER = "Electra-Ignored-Fields"
-
-Body = TypeVar("Body", RerankRequest, PredictRequest, EmbedRequest)
 
 
 def _errors(*codes: int) -> dict[int, ResponseSpec]:
@@ -81,7 +78,7 @@ def tei_routes(state: ServerState, guards: list[Any]) -> list[Any]:
         rerank = Rerank(
             data.query,
             data.texts,
-            _truncate(state, data.truncate),
+            auto_truncate(state, data.truncate),
             data.truncation_direction.lower(),
             data.raw_scores,
             allow_empty=False,
@@ -108,7 +105,7 @@ def tei_routes(state: ServerState, guards: list[Any]) -> list[Any]:
         single, pairs = predict_inputs(data.inputs)
         classify = Classify(
             pairs,
-            _truncate(state, data.truncate),
+            auto_truncate(state, data.truncate),
             "inputs",
             data.truncation_direction.lower(),
             raw_scores=True,
@@ -131,51 +128,14 @@ def tei_routes(state: ServerState, guards: list[Any]) -> list[Any]:
     async def embed(request: Request[Any, Any, Any]) -> Response[list[list[float]]]:
         """Each input's sentence vector, pooled from the encoder's last hidden state (TEI's /embed)."""
         data, ignored = await read_body(request, EmbedRequest)
-        if data.prompt_name is not None:
-            raise ProtocolError(
-                f"'prompt_name' is {data.prompt_name!r}, but a bundle has no sentence-transformers prompts: "
-                "put the prompt in the text and send null"
-            )
-        embed = Embed(
-            embed_inputs(data.inputs),
-            data.normalize,
-            _truncate(state, data.truncate),
-            data.truncation_direction.lower(),
-            allow_empty=False,
-            dimensions=data.dimensions,
-        )
-        _, embedded = await state.inference.embed(embed, model=data.model, meta=request_meta(request.scope))
-        return Response([as_float32(v) for v in embedded.vectors], headers=_named(ignored))
+        vectors = await embed_vectors(state, data, data.model, request_meta(request.scope))
+        return Response(vectors, headers=_named(ignored))
 
     return [rerank, predict, embed]
 
 
-async def read_body(request: Request[Any, Any, Any], kind: type[Body]) -> tuple[Body, list[str]]:
-    """The body (read_json_body decoded it) as `kind`, strictly typed, as TEI's serde reads it (a boolean is
-    true or false, not "true" or 1); and the fields `kind` does not have, which are ignored, as TEI does."""
-    raw = await request.json()
-    try:
-        data = msgspec.convert(raw, kind, strict=True)
-    except msgspec.ValidationError as e:
-        message, _, where = str(e).partition(" - at `$.")
-        problem: dict[str, Any] = {"message": message, "source": "body"}
-        if where:
-            problem["key"] = where.removesuffix("`")
-        raise ValidationException(
-            detail=f"Validation failed for {request.method} {request.url.path}", extra=[problem]
-        ) from None
-    ignored = sorted(k for k in raw if k not in kind.__struct_fields__)
-    if ignored:
-        log.debug("%s: ignored unknown fields %s", request.url.path, ", ".join(ignored))
-    return data, ignored
-
-
 def _named(ignored: list[str]) -> dict[str, str]:
     return {IGNORED_HEADER: ", ".join(ignored)} if ignored else {}
-
-
-def _truncate(state: ServerState, given: bool | None) -> bool:
-    return state.settings.auto_truncate if given is None else given
 
 
 def predict_inputs(inputs: str | list[str | list[str]]) -> tuple[bool, list[tuple[str, str | None]]]:
@@ -188,19 +148,6 @@ def predict_inputs(inputs: str | list[str | list[str]]) -> tuple[bool, list[tupl
     if isinstance(inputs[0], str):
         return True, [_sequence(inputs, "inputs")]
     return False, [_sequence(item, f"inputs[{i}]") for i, item in enumerate(inputs)]
-
-
-def embed_inputs(inputs: str | list[str | list[int]]) -> list[str]:
-    """TEI's /embed Input as texts: one text, or a list of them. TEI also takes token ids; this server does
-    not (its truncation and pooling start from text), and says so."""
-    if isinstance(inputs, str):
-        return [inputs]
-    if not inputs:
-        raise EmptyInput("'inputs' is empty; send a text or a list of texts")
-    for i, item in enumerate(inputs):
-        if not isinstance(item, str):
-            raise ProtocolError(f"inputs[{i}] is token ids; this server embeds texts: send the text")
-    return inputs  # type: ignore[return-value]
 
 
 def _sequence(item: Any, where: str) -> tuple[str, str | None]:

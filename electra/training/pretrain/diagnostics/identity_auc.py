@@ -33,9 +33,10 @@ from half its budget on, with 15% of its samples equal to the original: 0.462 at
 reversed is an identity-only detector too, so the value returned is the better of the two, never below 0.5
 (the official arm's 0.462 reads 0.538: its often-sampled words are then more often original than not). It
 is still not the best identity-only detector there: that would rank by replaced / original estimated on
-batches apart from those scored, which is not done, so late in a run the value may be below the best. A detector of identity and position together is not what it bounds (positions
-are drawn uniformly among the maskable ones, so a position carries no cue by itself); and q is the generator's
-distribution at the step evaluated, which a detector trained over earlier steps only tracks with a lag.
+batches apart from those scored, which is not done, so late in a run the value may be below the best.
+A detector of identity and position together is not what it bounds (positions are drawn uniformly among
+the maskable ones, so a position carries no cue by itself); and q is the generator's distribution at the
+step evaluated, which a detector trained over earlier steps only tracks with a lag.
 """
 
 from __future__ import annotations
