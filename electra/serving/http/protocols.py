@@ -80,7 +80,7 @@ from electra.serving.http.open_inference import (
 )
 from electra.serving.http.schemas import ClassifyRequest, DetectRequest, EmbedRequest
 from electra.serving.http.state import ServerState
-from electra.serving.http.tei_bodies import embed_vectors, read_body
+from electra.serving.http.tei_bodies import auto_truncate, embed_vectors, read_body
 
 if TYPE_CHECKING:
     from electra.serving.engine.runtime import ModelRunner
@@ -477,13 +477,10 @@ async def _embed_tensors(
 ) -> dict[str, tuple[str, np.ndarray]]:
     texts = _texts(inputs, "text", {"text"})
     data: EmbedTensorRequest = _route_parameters(parameters, EmbedTensorRequest, {"texts": texts})
-    truncate = state.settings.auto_truncate if data.truncate is None else data.truncate
-    request = Embed(texts, data.normalize, truncate, field="text")
-    _, embedded = await state.inference.embed(request, runner, meta=meta)
-    width = runner.bundle.hidden_size
-    vectors = np.stack(embedded.vectors) if embedded.vectors else np.zeros((0, width), dtype=np.float32)
+    request = Embed(texts, data.normalize, auto_truncate(state, data.truncate), field="text")
+    _, embedded = await state.inference.embed(request, runner, meta=meta)  # no text: refused before
     return {
-        "embeddings": ("FP32", vectors.astype(np.float32, copy=False)),
+        "embeddings": ("FP32", np.stack(embedded.vectors).astype(np.float32, copy=False)),
         "truncated": ("BOOL", np.array(embedded.truncated, dtype=np.bool_)),
     }
 
