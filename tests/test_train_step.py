@@ -181,7 +181,10 @@ def test_the_plan_says_in_one_line_how_the_step_runs_and_why_not_as_asked() -> N
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
     graphed = plan_step(cuda, 1, "bf16", compile_=True, graphs=True)
     assert graphed.graphs and graphed.compile
-    assert graphed.line == "training step: compiled (fullgraph), replayed as one CUDA graph on cuda"
+    assert graphed.line == (
+        "training step: compiled (fullgraph; the optimizer uncompiled: fused/multi-tensor AdamW), "
+        "replayed as one CUDA graph on cuda"
+    )
     ddp = plan_step(cuda, 2, "bf16", compile_=True, graphs=True)
     assert not ddp.graphs and "no CUDA graph: 2 ranks" in ddp.line and "compiled module by module" in ddp.line
     fp16 = plan_step(cuda, 1, "fp16", compile_=False, graphs=True)
