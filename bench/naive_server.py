@@ -2,13 +2,16 @@
 
 Each request handler calls Hugging Face `transformers` on PyTorch eager directly, one request at a time, with
 no batching across requests: `ElectraForPreTraining` + the fast tokenizer (offsets from
-`return_offsets_mapping`, sigmoid of the logits) for /detect, and `pipeline("text-classification")` for
-/classify. Handlers are sync Litestar handlers run in Litestar's thread pool (`sync_to_thread=True`), the
-usual way to call blocking model code from an async framework.
+`return_offsets_mapping`, sigmoid of the logits) for /detect, `pipeline("text-classification")` for
+/classify, and sentence-transformers' `SentenceTransformer.encode` (the detector's encoder with the pooling
+`--pooling` names, [CLS] by default as `electra export` writes it) for /embed, in text-embeddings-inference's
+shape (`inputs` one text or many, `normalize` default true). Handlers are sync Litestar handlers run in
+Litestar's thread pool (`sync_to_thread=True`), the usual way to call blocking model code from an async
+framework.
 
 It is meant to be honest and typical, not slow on purpose: models are loaded once at startup, in eval mode,
 under `torch.inference_mode`, with the tokenizer truncating to the same `--max-length` as the ONNX bundle
-so both servers do the same work per text. Request and response JSON follow notes/serving_api.md for the
+so both servers do the same work per text. Request and response JSON follow docs/serving.md for the
 fields the benchmark uses (token-level detection only; "level" and "model" are accepted and ignored).
 
     python -m bench.naive_server --detector MODEL_DIR --classifier MODEL_DIR --port 8001
@@ -46,7 +49,12 @@ class NaiveModels:
     """
 
     def __init__(
-        self, detector_dir: Path | None, classifier_dir: Path | None, max_length: int, device: str
+        self,
+        detector_dir: Path | None,
+        classifier_dir: Path | None,
+        max_length: int,
+        device: str,
+        pooling: str = "cls",
     ) -> None:
         import torch
         from transformers import AutoTokenizer, ElectraForPreTraining, pipeline
@@ -55,11 +63,12 @@ class NaiveModels:
         self.device = torch.device(device)
         self.max_length = max_length
         self.lock = threading.Lock()
-        self.detector = self.detector_tokenizer = self.classifier = None
+        self.detector = self.detector_tokenizer = self.classifier = self.embedder = None
         self.regression = False
         if detector_dir is not None:
             self.detector_tokenizer = AutoTokenizer.from_pretrained(detector_dir)
             self.detector = ElectraForPreTraining.from_pretrained(detector_dir).to(self.device).eval()
+            self.embedder = self._embedder(detector_dir, pooling)
         if classifier_dir is not None:
             self.classifier = pipeline(
                 "text-classification",
@@ -69,6 +78,26 @@ class NaiveModels:
             )
             config = self.classifier.model.config
             self.regression = config.problem_type == "regression" or config.num_labels == 1
+
+    def _embedder(self, model_dir: Path, pooling: str) -> Any:
+        """The detector's encoder as a SentenceTransformer: its Transformer module (ElectraModel, the
+        discriminator's head left out) and a Pooling module, truncating at max_length."""
+        from sentence_transformers import SentenceTransformer
+
+        try:  # where sentence-transformers 5.7 keeps them; `models` before (deprecated since)
+            from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+        except ImportError:
+            from sentence_transformers.models import Pooling, Transformer
+
+        encoder = Transformer(str(model_dir), max_seq_length=self.max_length)
+        pool = Pooling(encoder.auto_model.config.hidden_size, pooling_mode=pooling)
+        return SentenceTransformer(modules=[encoder, pool], device=str(self.device))
+
+    def embed(self, texts: list[str], normalize: bool) -> list[list[float]]:
+        assert self.embedder is not None
+        with self.lock:
+            vectors = self.embedder.encode(texts, normalize_embeddings=normalize, convert_to_numpy=True)
+        return vectors.tolist()
 
     def detect(self, texts: list[str], threshold: float, truncate: bool) -> list[dict[str, Any]]:
         assert self.detector is not None and self.detector_tokenizer is not None
@@ -171,6 +200,14 @@ def _classify_inputs(data: dict[str, Any]) -> list[dict[str, str]]:
     return inputs
 
 
+def _embed_texts(data: dict[str, Any]) -> list[str]:
+    inputs = data.get("inputs")
+    texts = [inputs] if isinstance(inputs, str) else inputs
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        raise _bad_request('the body needs "inputs": a string or a non-empty list of strings')
+    return texts
+
+
 def _threshold(data: dict[str, Any]) -> float:
     value = data.get("threshold", DEFAULT_THRESHOLD)
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
@@ -210,7 +247,16 @@ def create_app(
             "results": models.classify(inputs, bool(data.get("truncate", True))),
         }
 
-    return Litestar(route_handlers=[live, ready, detect, classify])
+    @post("/embed", status_code=HTTP_200_OK, sync_to_thread=True)
+    def embed(data: JsonObject) -> list[list[float]]:
+        if models.embedder is None:
+            raise HTTPException(status_code=404, detail="no encoder loaded (start with --detector)")
+        normalize = data.get("normalize", True)
+        if not isinstance(normalize, bool):
+            raise _bad_request('"normalize" must be a boolean')
+        return models.embed(_embed_texts(data), normalize)
+
+    return Litestar(route_handlers=[live, ready, detect, classify, embed])
 
 
 def main() -> int:
@@ -224,6 +270,12 @@ def main() -> int:
         "--max-length", type=int, default=512, help="tokens per text, truncating (default 512, BERT's)"
     )
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    ap.add_argument(
+        "--pooling",
+        default="cls",
+        choices=["cls", "mean"],
+        help="/embed's pooling (default cls, as export's)",
+    )
     args = ap.parse_args()
     if args.detector is None and args.classifier is None:
         ap.error("pass --detector and/or --classifier")
@@ -233,7 +285,7 @@ def main() -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    models = NaiveModels(args.detector, args.classifier, args.max_length, args.device)
+    models = NaiveModels(args.detector, args.classifier, args.max_length, args.device, args.pooling)
     # Access logs off, as for the server it is compared with: a log line per request is not the model's cost.
     uvicorn.run(create_app(models), host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0

@@ -33,7 +33,9 @@ Load: closed loop. At concurrency C, C virtual users (asyncio tasks, each on its
 with a minimal HTTP/1.1 client: httpx's ~1 ms of CPU per request would starve the server on 2 cores) each
 send the next request as soon as the previous one answers, for --warmup-seconds (not recorded) then --seconds
 (recorded: requests that complete inside the window). Bodies are single texts {"text": ...} (on /detect with
-"truncate": true, so every server does the same work on a text over the model's length) drawn from a
+"truncate": true, so every server does the same work on a text over the model's length; on /embed, asked for
+with --endpoints ...,embed, text-embeddings-inference's {"inputs": ...}, the naive server's answer coming from
+sentence-transformers, and every server's vectors checked against the others' first) drawn from a
 fixed mix of real text: short sentences (GLUE SST-2 dev), single Wikipedia sentences and Wikipedia paragraph
 prefixes of 60-100 words (the demo corpus stands in when ../shared/data is absent); every configuration
 sees the same sequence. The client runs on the same machine as the server and competes for its cores: on a
@@ -61,6 +63,7 @@ import importlib.metadata
 import importlib.util
 import json
 import logging
+import math
 import os
 import platform
 import shutil
@@ -109,13 +112,22 @@ from electra.serving.http.server_timing import parse as parse_server_timing
 
 LABELS = {0: "negative", 1: "positive"}
 DETECTOR, CLASSIFIER = "detector", "sentiment"
-ENDPOINTS = ("detect", "classify")
+ENDPOINTS = ("detect", "classify", "embed")
+# /embed (text-embeddings-inference's shape, the detector's sentence vectors) only when asked for: a third
+# endpoint makes every round half as long again.
+DEFAULT_ENDPOINTS = ("detect", "classify")
+# Cosine similarity every server's /embed vectors must have with the first server's (ONNX Runtime's fused
+# fp32 graph against PyTorch eager: 1 - 1e-6 in the export's parity checks).
+EMBED_MIN_COSINE = 0.999
 
 
 def request_body(endpoint: str, text: str) -> bytes:
     """One text as the endpoint's JSON body. /detect is sent truncate=true: our server would otherwise score
     a text over the model's length through windows (more work) where the naive server truncates it, so
-    the comparison would not be of equal work."""
+    the comparison would not be of equal work. /embed is TEI's body, the detector named (our server has two
+    models; the naive one serves the detector's encoder only), truncating as TEI does by default."""
+    if endpoint == "embed":
+        return json.dumps({"inputs": text, "model": DETECTOR, "truncate": True}).encode()
     body: dict[str, Any] = {"text": text}
     if endpoint == "detect":
         body["truncate"] = True
@@ -136,6 +148,7 @@ TARGETS = {
     "overhead_vs_bare_max": 1.25,
 }
 MIX_SIZE = 2000
+JSON = {"content-type": "application/json"}
 # The server's default --max-batch-size, for the in-process batching ceiling.
 BATCH_CEILING_SIZE = 32
 FLOOR_REQUESTS = 100
@@ -428,6 +441,10 @@ def check_responses(base_url: str, texts: Sequence[str]) -> None:
             if r.status_code != 200:
                 raise BenchError(f"{base_url}/classify answered {r.status_code}: {r.text[:300]}")
             problems += classify_problems(r.json(), 1, set(LABELS.values()))
+            r = client.post("/embed", content=request_body("embed", text), headers=JSON)
+            if r.status_code != 200:
+                raise BenchError(f"{base_url}/embed answered {r.status_code}: {r.text[:300]}")
+            problems += embed_problems(r.json(), 1)
             if problems:
                 raise BenchError(f"{base_url}: wrong response for {text[:60]!r}: {'; '.join(problems[:5])}")
 
@@ -458,6 +475,46 @@ def detect_problems(body: Any, texts: Sequence[str]) -> list[str]:
             problems.append("no replaced_fraction")
         if not isinstance(result.get("truncated"), bool):
             problems.append("no truncated flag")
+    return problems
+
+
+def embed_problems(body: Any, n: int) -> list[str]:
+    """What is wrong with an /embed response for `n` texts (TEI's: a list of unit vectors, one per text)."""
+    if not isinstance(body, list) or len(body) != n:
+        return [f"expected a list of {n} vectors"]
+    if not all(isinstance(v, list) and v and all(isinstance(x, float | int) for x in v) for v in body):
+        return ["vectors are not non-empty lists of numbers"]
+    problems = []
+    if len({len(v) for v in body}) != 1:
+        problems.append(f"vectors of several lengths {sorted({len(v) for v in body})}")
+    for v in body:
+        norm = math.sqrt(sum(x * x for x in v))
+        if not math.isfinite(norm) or abs(norm - 1.0) > 1e-3:
+            problems.append(f"a vector's norm is {norm:.4f}, not 1 (normalize defaults to true)")
+    return problems
+
+
+def embeddings(base_url: str, texts: Sequence[str]) -> list[list[float]]:
+    """/embed's vectors for `texts`, in one request."""
+    body = {"inputs": list(texts), "model": DETECTOR, "truncate": True}
+    r = httpx.post(f"{base_url}/embed", json=body, timeout=REQUEST_TIMEOUT_S)
+    if r.status_code != 200:
+        raise BenchError(f"{base_url}/embed answered {r.status_code}: {r.text[:300]}")
+    if problems := embed_problems(r.json(), len(texts)):
+        raise BenchError(f"{base_url}/embed: {'; '.join(problems[:5])}")
+    return r.json()
+
+
+def embed_disagreements(vectors: dict[str, list[list[float]]]) -> list[str]:
+    """Servers whose /embed vectors for the same texts point elsewhere than the first server's (cosine below
+    EMBED_MIN_COSINE): both must embed the same model the same way for their speeds to be compared."""
+    (first, reference), *others = vectors.items()
+    problems = []
+    for name, vs in others:
+        for i, (a, b) in enumerate(zip(reference, vs, strict=True)):
+            cosine = float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+            if not cosine >= EMBED_MIN_COSINE:
+                problems.append(f"{name}'s vector for text {i} has cosine {cosine:.5f} with {first}'s")
     return problems
 
 
@@ -821,7 +878,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seconds", type=float, default=4.0, help="recorded seconds per window")
     ap.add_argument("--warmup-seconds", type=float, default=1.0, help="unrecorded seconds before each window")
     ap.add_argument("--concurrency", type=int_list, default=[1, 32])
-    ap.add_argument("--endpoints", type=name_list(ENDPOINTS), default=list(ENDPOINTS))
+    ap.add_argument("--endpoints", type=name_list(ENDPOINTS), default=list(DEFAULT_ENDPOINTS))
     ap.add_argument(
         "--configs",
         type=name_list(ALL_CONFIGS),
@@ -925,6 +982,10 @@ def serve_and_measure(
             print(f"{server.name}: ready in {server.startup_s:.1f}s on port {server.port}", flush=True)
             if server.spec.loaded:  # bare answers bare logits
                 check_responses(server.url, texts[:3])
+        if "embed" in args.endpoints:
+            vectors = {s.name: embeddings(s.url, texts[:8]) for s in servers if s.spec.loaded}
+            if problems := embed_disagreements(vectors):
+                raise BenchError(f"/embed vectors differ between servers: {'; '.join(problems[:5])}")
         # --probe-texts 0: load windows only (the probe's medians need texts).
         probed = [s for s in servers if s.name in PROBED] if probe_texts else []
 

@@ -389,6 +389,41 @@ def test_text_mix_has_the_proportions_and_lengths() -> None:
 # ----------------------------------------------------------------------------------------------------------
 
 
+def test_embed_problems_and_disagreements() -> None:
+    unit = [0.6, 0.8]
+    assert st.embed_problems([unit, [1.0, 0.0]], 2) == []
+    assert st.embed_problems([unit], 2) == ["expected a list of 2 vectors"]
+    assert st.embed_problems({"embeddings": [unit]}, 1) == ["expected a list of 1 vectors"]
+    assert st.embed_problems([["a", "b"]], 1) == ["vectors are not non-empty lists of numbers"]
+    assert st.embed_problems([[]], 1) == ["vectors are not non-empty lists of numbers"]
+    assert st.embed_problems([[3.0, 4.0]], 1) == [
+        "a vector's norm is 5.0000, not 1 (normalize defaults to true)"
+    ]
+    assert st.embed_problems([unit, [1.0, 0.0, 0.0]], 2) == ["vectors of several lengths [2, 3]"]
+
+    ours = [[0.6, 0.8], [1.0, 0.0]]
+    close = [[0.6001, 0.7999], [1.0, 0.0]]
+    assert st.embed_disagreements({"ours_batched": ours, "naive": close}) == []
+    turned = [[0.8, 0.6], [1.0, 0.0]]  # cosine 0.96 for the first text
+    assert st.embed_disagreements({"ours_batched": ours, "naive": turned, "ours_workers2": ours}) == [
+        "naive's vector for text 0 has cosine 0.96000 with ours_batched's"
+    ]
+    nan = [[float("nan"), 0.0], [1.0, 0.0]]
+    assert len(st.embed_disagreements({"ours_batched": ours, "naive": nan})) == 1
+
+
+def test_request_bodies_are_each_endpoints_shape() -> None:
+    assert json.loads(st.request_body("detect", "a b")) == {"text": "a b", "truncate": True}
+    assert json.loads(st.request_body("classify", "a b")) == {"text": "a b"}
+    assert json.loads(st.request_body("embed", "a b")) == {
+        "inputs": "a b",
+        "model": "detector",
+        "truncate": True,
+    }
+    assert st.parse_args([]).endpoints == ["detect", "classify"]
+    assert st.parse_args(["--endpoints", "embed"]).endpoints == ["embed"]
+
+
 def test_detect_problems_catch_wrong_offsets_and_scores() -> None:
     text = "the cat sat"
     good = {
@@ -467,8 +502,26 @@ def _our_logits(model_dir: Path, texts: list[str], max_len: int) -> list[np.ndar
     return out
 
 
+def _our_cls_vectors(model_dir: Path, texts: list[str], max_len: int) -> np.ndarray:
+    """Our own backbone's last hidden state at [CLS] per text: what /embed pools with "cls"."""
+    import torch
+
+    from electra.hf_format import load_hf_dir
+    from electra.tokenizer import load_tokenizer
+
+    model = load_hf_dir(model_dir)
+    tokenizer = load_tokenizer(model_dir)
+    tokenizer.enable_truncation(max_length=max_len)
+    out = []
+    with torch.no_grad():
+        for text in texts:
+            ids = torch.tensor([tokenizer.encode(text).ids])
+            out.append(model.electra(ids, torch.ones_like(ids), torch.zeros_like(ids))[0, 0].numpy())
+    return np.stack(out)
+
+
 @pytest.mark.slow
-def test_naive_server_answers_detect_and_classify_like_the_model(tmp_path: Path) -> None:
+def test_naive_server_answers_detect_classify_and_embed_like_the_model(tmp_path: Path) -> None:
     from litestar.testing import TestClient
 
     from bench import naive_server
@@ -514,6 +567,20 @@ def test_naive_server_answers_detect_and_classify_like_the_model(tmp_path: Path)
         assert single["label"] == body["results"][0]["label"]
         for label, score in body["results"][0]["scores"].items():
             assert single["scores"][label] == pytest.approx(score, abs=1e-5)
+
+        # /embed: [CLS]'s last hidden state of our own backbone, unit length, truncated at max_len.
+        r = client.post("/embed", json={"inputs": texts})
+        assert r.status_code == 200, r.text
+        vectors = np.array(r.json())
+        assert st.embed_problems(r.json(), len(texts)) == []
+        expected = _our_cls_vectors(dirs["discriminator"], texts, max_len)
+        np.testing.assert_allclose(
+            vectors, expected / np.linalg.norm(expected, axis=1, keepdims=True), atol=1e-5
+        )
+        raw = client.post("/embed", json={"inputs": texts[1], "normalize": False}).json()
+        np.testing.assert_allclose(raw, expected[1:2], atol=1e-4)
+        for bad in ({"inputs": []}, {"inputs": 3}, {"inputs": "a", "normalize": "yes"}):
+            assert client.post("/embed", json=bad).status_code == 400, bad
 
         assert client.post("/detect", json={"texts": []}).status_code == 400
         assert client.post("/detect", json={"text": "a", "threshold": 2}).status_code == 400
