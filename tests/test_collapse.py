@@ -149,6 +149,11 @@ def test_the_trainer_writes_the_flag_and_warns(data_dir: Path, tmp_path: Path, c
     # Every validation record ranks maskable tokens and carries the identity-only AUC and the phase.
     val_records = [r for r in records if r["split"] == "val"]
     assert val_records and all(0.0 <= r["identity_auc"] <= 1.0 for r in val_records)
+    # The better of the likelihood ratio's ranking and the held-apart shares' (diagnostics.identity_auc).
+    assert all(r["identity_auc_held_apart"] is not None for r in val_records)  # two folds or more
+    for r in val_records:
+        parts = [r["identity_auc_ratio"], r["identity_auc_held_apart"]]
+        assert r["identity_auc"] == max(p for p in parts if p is not None), r
     assert all(r["phase"] in (PHASE_IDENTITY, PHASE_CONTEXT) for r in val_records)
 
 

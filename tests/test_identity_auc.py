@@ -15,7 +15,9 @@ from electra.training.pretrain.diagnostics.identity_auc import (
     PHASE_CONTEXT,
     PHASE_IDENTITY,
     corpus_counts,
+    held_apart_auc,
     identity_auc,
+    identity_bound,
     identity_masses,
     phase,
 )
@@ -92,6 +94,72 @@ def test_the_ranking_takes_nothing_from_the_counts_it_is_scored_on() -> None:
     masses = torch.stack([original, sampled, sampled]).double()
     assert identity_auc(masses, corpus) == pytest.approx(0.5)
     assert identity_auc(masses, original.clamp_min(1e-9)) > 0.65  # what ranking by the counts scored on does
+
+
+def test_held_apart_ranks_each_fold_by_the_other_folds_replaced_shares() -> None:
+    """Fold 0's tokens ranked by each word's replaced share in fold 1, smoothed by one token at fold 1's
+    overall share, and the other way round; the AUCs averaged. Checked on explicit tokens."""
+    fold0 = [[6, 1, 3], [1, 2, 0], [9.0, 9.0, 9.0]]  # (original, replaced, sampled) per word
+    fold1 = [[2, 4, 1], [2, 0, 1], [9.0, 9.0, 9.0]]
+    folds = torch.tensor([fold0, fold1], dtype=torch.float64)
+
+    def share(other: list[list[float]]) -> dict[int, float]:
+        o, r = other[0], other[1]
+        overall = sum(r) / (sum(o) + sum(r))
+        return {w: (r[w] + overall) / (o[w] + r[w] + 1) for w in range(3)}
+
+    def tokens(fold: list[list[float]]) -> list[tuple[int, int]]:
+        return [(w, label) for label in (0, 1) for w in range(3) for _ in range(int(fold[label][w]))]
+
+    want = (brute_force_auc(tokens(fold0), share(fold1)) + brute_force_auc(tokens(fold1), share(fold0))) / 2
+    assert held_apart_auc(folds) == pytest.approx(want, abs=1e-12)
+    # A fold without replaced tokens is left out of the mean; none left: undefined.
+    empty = folds.clone()
+    empty[1, 1] = 0.0
+    assert held_apart_auc(empty) == pytest.approx(brute_force_auc(tokens(fold0), share(empty[1].tolist())))
+    assert math.isnan(held_apart_auc(torch.zeros(2, 3, 3, dtype=torch.float64)))
+
+
+def test_held_apart_finds_the_words_the_generator_replaces_where_the_ratio_cannot() -> None:
+    """The generator samples word 0 often and mostly as itself: the likelihood ratio ranks it above word 1,
+    which it replaces more often (by_ratio below 0.5, hence reversed). Each word's replaced share, read on
+    the other fold, ranks them the right way round: the best identity-only AUC, which the bound takes."""
+    masses = torch.tensor([[120, 100], [10, 30], [50.0, 30.0]], dtype=torch.float64)
+    folds = torch.stack([masses, masses])
+    samples = [(w, 0) for w in (0, 1) for _ in range(int(masses[0, w]))]
+    samples += [(w, 1) for w in (0, 1) for _ in range(int(masses[1, w]))]
+    best = brute_force_auc(samples, {0: 10 / 130, 1: 30 / 130})
+    assert held_apart_auc(folds) == pytest.approx(best, abs=1e-12)
+    corpus = [10.0, 10.0]
+    bound, by_ratio, held_apart = identity_bound(folds, corpus)
+    assert by_ratio == pytest.approx(identity_auc(masses * 2, corpus)) and held_apart == pytest.approx(best)
+    assert bound == max(by_ratio, held_apart)
+    # One fold: nothing held apart, the ratio's estimate alone.
+    assert identity_bound(masses.unsqueeze(0), corpus)[0] == pytest.approx(identity_auc(masses, corpus))
+    assert math.isnan(identity_bound(masses.unsqueeze(0), corpus)[2])
+
+
+def test_held_apart_takes_nothing_from_the_counts_it_is_scored_on() -> None:
+    """Every word replaced at the same rate: nothing to rank by. A handful of tokens per word makes each
+    fold's shares lumpy; ranked by its own shares a fold looks far better than chance, ranked by the other
+    fold's it does not."""
+    gen = torch.Generator().manual_seed(0)
+    words = 2000
+    folds = torch.stack(
+        [
+            torch.stack(
+                [
+                    torch.poisson(torch.full((words,), 3.0), generator=gen),
+                    torch.poisson(torch.full((words,), 1.0), generator=gen),
+                    torch.ones(words),
+                ]
+            )
+            for _ in range(2)
+        ]
+    ).double()
+    assert abs(held_apart_auc(folds) - 0.5) < 0.03
+    own = torch.stack([folds[0], folds[0]])  # fold 0 ranked by its own shares
+    assert held_apart_auc(own) > 0.65
 
 
 def test_masses_by_hand() -> None:

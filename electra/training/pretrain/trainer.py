@@ -31,7 +31,7 @@ from electra.training.optim import adam, build_scheduler, device_learning_rates
 from electra.training.pretrain.config import PretrainConfig
 from electra.training.pretrain.diagnostics.detection_auc import BINS, auc_from_histograms, logit_histograms
 from electra.training.pretrain.diagnostics.flops import electra_step_flops, peak_flops
-from electra.training.pretrain.diagnostics.identity_auc import identity_auc, phase, training_counts
+from electra.training.pretrain.diagnostics.identity_auc import FOLDS, identity_bound, phase, training_counts
 from electra.training.pretrain.diagnostics.meter import TrainMeter, progress_postfix
 from electra.training.pretrain.diagnostics.metrics_log import MetricsLog
 from electra.training.pretrain.hf_models import export_hf, init_from_hf
@@ -265,7 +265,10 @@ class PretrainTrainer:
         acc: dict[str, torch.Tensor] = {k: torch.zeros((), device=d.device) for k in STAT_KEYS}
         electra = cfg.objective == "electra"
         hist = torch.zeros(2, BINS, device=d.device) if electra else None
-        identity = torch.zeros(3, self.vocab_size, dtype=torch.float64, device=d.device) if electra else None
+        # Per fold of alternate batches (identity_auc.held_apart_auc).
+        identity = (
+            torch.zeros(FOLDS, 3, self.vocab_size, dtype=torch.float64, device=d.device) if electra else None
+        )
         n = len(self.data.val)
         for b in range(cfg.eval_batches):
             lo = (b * d.world + d.rank) * self.micro_batch
@@ -282,7 +285,7 @@ class PretrainTrainer:
             if hist is not None and out.disc_logits is not None and out.disc_labels is not None:
                 hist += logit_histograms(out.disc_logits, out.disc_labels)
             if identity is not None and out.identity_masses is not None:
-                identity += out.identity_masses
+                identity[b % FOLDS] += out.identity_masses
         self.model.train()
         sums = d.reduce_sums(acc)
         if hist is not None and identity is not None:
@@ -293,7 +296,9 @@ class PretrainTrainer:
         rec = {"split": "val", "step": self.progress.step, **ratios(sums)}
         if hist is not None and identity is not None:
             rec["disc_auc"] = auc_from_histograms(hist)
-            rec["identity_auc"] = identity_auc(identity, self.corpus_counts)
+            best, by_ratio, held_apart = identity_bound(identity, self.corpus_counts)
+            rec["identity_auc"] = best
+            rec["identity_auc_ratio"], rec["identity_auc_held_apart"] = by_ratio, held_apart
             rec["phase"] = phase(rec["disc_auc"], rec["identity_auc"])
         return rec
 

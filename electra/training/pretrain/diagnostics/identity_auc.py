@@ -30,10 +30,17 @@ A sample equal to the original is labelled original, so the ratio of replaced to
 q(w) / p(w) once the generator often restores the original: the words it predicts well, sampled often
 and mostly as themselves, rank too high, and the ranking's AUC can fall below 0.5 (the official arm's did
 from half its budget on, with 15% of its samples equal to the original: 0.462 at the end). The same ranking
-reversed is an identity-only detector too, so the value returned is the better of the two, never below 0.5
-(the official arm's 0.462 reads 0.538: its often-sampled words are then more often original than not). It
-is still not the best identity-only detector there: that would rank by replaced / original estimated on
-batches apart from those scored, which is not done, so late in a run the value may be below the best.
+reversed is an identity-only detector too, so `identity_auc` returns the better of the two, never below 0.5
+(the official arm's 0.462 reads 0.538: its often-sampled words are then more often original than not).
+
+Neither ranking is the best identity-only detector once the generator restores originals often: that ranks
+each word by its own share of replaced tokens. `held_apart_auc` estimates it without the optimism of
+ranking the tokens scored by their own counts: the validation batches are split into folds (alternate
+batches), each word's replaced share is estimated on the other folds (smoothed towards the overall share by
+one token's worth, so a word seen once there is not ranked first or last on that alone) and each fold's
+tokens are ranked by it; the folds' AUCs are averaged. With few tokens per word that estimate is pessimistic
+(noise in the shares lowers the AUC), so `identity_bound` takes the better of the two estimates, each free
+of the scored tokens' labels.
 A detector of identity and position together is not what it bounds (positions are drawn uniformly among
 the maskable ones, so a position carries no cue by itself); and q is the generator's distribution at the
 step evaluated, which a detector trained over earlier steps only tracks with a lag.
@@ -133,6 +140,41 @@ def identity_auc(masses: Tensor, corpus: Tensor | np.ndarray) -> float:
     auc = _auc_by_score(original[seen], replaced[seen], ratio[seen], n_orig, n_repl)
     # The reversed ranking is an identity-only detector as well (see the module's docstring).
     return max(auc, 1.0 - auc)
+
+
+# Folds the validation batches are split into for held_apart_auc (alternate batches).
+FOLDS = 2
+# Pseudo-tokens at the overall replaced share added to each word's held-apart counts (see the module).
+SHARE_PRIOR_TOKENS = 1.0
+
+
+def held_apart_auc(folds: Tensor) -> float:
+    """(F, 3, V) masses per fold (identity_masses summed over each fold's batches) -> the mean over folds of
+    the AUC of ranking that fold's tokens by each word's replaced share on the other folds (see the module).
+    nan when no fold has both kinds of mass."""
+    folds = folds.double().cpu()
+    aucs = []
+    for f in range(folds.shape[0]):
+        original, replaced = folds[f, 0], folds[f, 1]
+        n_orig, n_repl = float(original.sum()), float(replaced.sum())
+        others = torch.cat([folds[:f], folds[f + 1 :]]).sum(0)
+        total = float(others[0].sum() + others[1].sum())
+        if n_orig <= 0 or n_repl <= 0 or total <= 0:
+            continue
+        overall = float(others[1].sum()) / total
+        share = (others[1] + SHARE_PRIOR_TOKENS * overall) / (others[0] + others[1] + SHARE_PRIOR_TOKENS)
+        seen = (original + replaced) > 0
+        aucs.append(_auc_by_score(original[seen], replaced[seen], share[seen], n_orig, n_repl))
+    return float(np.mean(aucs)) if aucs else float("nan")
+
+
+def identity_bound(folds: Tensor, corpus: Tensor | np.ndarray) -> tuple[float, float, float]:
+    """(the identity-only AUC logged, the likelihood ratio's, the held-apart shares') for (F, 3, V) masses
+    per fold: the logged value is the better of the two estimates (nan-aware)."""
+    by_ratio = identity_auc(folds.sum(0), corpus)
+    held_apart = held_apart_auc(folds) if folds.shape[0] > 1 else float("nan")
+    best = max((v for v in (by_ratio, held_apart) if not math.isnan(v)), default=float("nan"))
+    return best, by_ratio, held_apart
 
 
 def _auc_by_score(original: Tensor, replaced: Tensor, score: Tensor, n_orig: float, n_repl: float) -> float:
