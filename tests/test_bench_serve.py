@@ -484,8 +484,10 @@ def _tiny_hf_dirs(root: Path) -> dict[str, Path]:
     return dirs
 
 
-def _our_logits(model_dir: Path, texts: list[str], max_len: int) -> list[np.ndarray]:
-    """Logits of our own PyTorch model per text (unpadded), as the reference the naive server must match."""
+def _per_text(model_dir: Path, texts: list[str], max_len: int, output: str) -> list[np.ndarray]:
+    """Our own PyTorch model's output per text (unpadded), as the reference the naive server must match:
+    "logits" (the model's own head) or "cls" (the backbone's last hidden state at [CLS], what /embed pools
+    with "cls")."""
     import torch
 
     from electra.hf_format import load_hf_dir
@@ -498,26 +500,9 @@ def _our_logits(model_dir: Path, texts: list[str], max_len: int) -> list[np.ndar
     with torch.no_grad():
         for text in texts:
             ids = torch.tensor([tokenizer.encode(text).ids])
-            out.append(model(ids, torch.ones_like(ids), torch.zeros_like(ids))[0].numpy())
+            args = (ids, torch.ones_like(ids), torch.zeros_like(ids))
+            out.append((model(*args)[0] if output == "logits" else model.electra(*args)[0, 0]).numpy())
     return out
-
-
-def _our_cls_vectors(model_dir: Path, texts: list[str], max_len: int) -> np.ndarray:
-    """Our own backbone's last hidden state at [CLS] per text: what /embed pools with "cls"."""
-    import torch
-
-    from electra.hf_format import load_hf_dir
-    from electra.tokenizer import load_tokenizer
-
-    model = load_hf_dir(model_dir)
-    tokenizer = load_tokenizer(model_dir)
-    tokenizer.enable_truncation(max_length=max_len)
-    out = []
-    with torch.no_grad():
-        for text in texts:
-            ids = torch.tensor([tokenizer.encode(text).ids])
-            out.append(model.electra(ids, torch.ones_like(ids), torch.zeros_like(ids))[0, 0].numpy())
-    return np.stack(out)
 
 
 @pytest.mark.slow
@@ -541,7 +526,7 @@ def test_naive_server_answers_detect_classify_and_embed_like_the_model(tmp_path:
         assert r.status_code == 200, r.text
         body = r.json()
         assert st.detect_problems(body, texts) == []
-        expected = _our_logits(dirs["discriminator"], texts, max_len)
+        expected = _per_text(dirs["discriminator"], texts, max_len, "logits")
         for result, logits in zip(body["results"], expected, strict=True):
             scores = np.array([t["score"] for t in result["tokens"]])
             # [CLS]/[SEP] and padding are not tokens of the text: the rest match our model's sigmoid.
@@ -558,7 +543,7 @@ def test_naive_server_answers_detect_classify_and_embed_like_the_model(tmp_path:
         assert r.status_code == 200, r.text
         body = r.json()
         assert st.classify_problems(body, len(texts), set(SERVING_LABELS.values())) == []
-        expected = _our_logits(dirs["classifier"], texts, max_len)
+        expected = _per_text(dirs["classifier"], texts, max_len, "logits")
         for result, logits in zip(body["results"], expected, strict=True):
             probs = np.exp(logits) / np.exp(logits).sum()
             got = [result["scores"][SERVING_LABELS[i]] for i in range(len(SERVING_LABELS))]
@@ -573,7 +558,7 @@ def test_naive_server_answers_detect_classify_and_embed_like_the_model(tmp_path:
         assert r.status_code == 200, r.text
         vectors = np.array(r.json())
         assert st.embed_problems(r.json(), len(texts)) == []
-        expected = _our_cls_vectors(dirs["discriminator"], texts, max_len)
+        expected = np.stack(_per_text(dirs["discriminator"], texts, max_len, "cls"))
         np.testing.assert_allclose(
             vectors, expected / np.linalg.norm(expected, axis=1, keepdims=True), atol=1e-5
         )
