@@ -148,7 +148,6 @@ TARGETS = {
     "overhead_vs_bare_max": 1.25,
 }
 MIX_SIZE = 2000
-JSON = {"content-type": "application/json"}
 # The server's default --max-batch-size, for the in-process batching ceiling.
 BATCH_CEILING_SIZE = 32
 FLOOR_REQUESTS = 100
@@ -441,10 +440,6 @@ def check_responses(base_url: str, texts: Sequence[str]) -> None:
             if r.status_code != 200:
                 raise BenchError(f"{base_url}/classify answered {r.status_code}: {r.text[:300]}")
             problems += classify_problems(r.json(), 1, set(LABELS.values()))
-            r = client.post("/embed", content=request_body("embed", text), headers=JSON)
-            if r.status_code != 200:
-                raise BenchError(f"{base_url}/embed answered {r.status_code}: {r.text[:300]}")
-            problems += embed_problems(r.json(), 1)
             if problems:
                 raise BenchError(f"{base_url}: wrong response for {text[:60]!r}: {'; '.join(problems[:5])}")
 

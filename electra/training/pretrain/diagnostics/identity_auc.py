@@ -153,11 +153,12 @@ def held_apart_auc(folds: Tensor) -> float:
     the AUC of ranking that fold's tokens by each word's replaced share on the other folds (see the module).
     nan when no fold has both kinds of mass."""
     folds = folds.double().cpu()
+    every = folds.sum(0)
     aucs = []
     for f in range(folds.shape[0]):
         original, replaced = folds[f, 0], folds[f, 1]
         n_orig, n_repl = float(original.sum()), float(replaced.sum())
-        others = torch.cat([folds[:f], folds[f + 1 :]]).sum(0)
+        others = every - folds[f]
         total = float(others[0].sum() + others[1].sum())
         if n_orig <= 0 or n_repl <= 0 or total <= 0:
             continue
@@ -172,7 +173,7 @@ def identity_bound(folds: Tensor, corpus: Tensor | np.ndarray) -> tuple[float, f
     """(the identity-only AUC logged, the likelihood ratio's, the held-apart shares') for (F, 3, V) masses
     per fold: the logged value is the better of the two estimates (nan-aware)."""
     by_ratio = identity_auc(folds.sum(0), corpus)
-    held_apart = held_apart_auc(folds) if folds.shape[0] > 1 else float("nan")
+    held_apart = held_apart_auc(folds)  # nan with one fold: nothing held apart
     best = max((v for v in (by_ratio, held_apart) if not math.isnan(v)), default=float("nan"))
     return best, by_ratio, held_apart
 
