@@ -1,8 +1,11 @@
 """What each layer of the server's request path costs: CPU time per /detect request, in process (the ASGI app
-called directly, no network, so the figures are the app's own), for the full app and for the app with one
-middleware left out, beside `bench.bare_server`'s app and a minimal Litestar app that calls the same runner
-(the framework's own floor). Variants alternate in rounds (order rotated, `benchlib.round_order`); each
-layer's cost is the median over rounds of (full - without it), each round's pair measured back to back.
+called directly, no network, so the figures are the app's own): the full app, whose hot path
+(electra.serving.http.hot_path) answers /detect; the same app with the hot path stepped aside, so the request
+goes through Litestar's route and the middlewares, and that with one middleware left out; beside
+`bench.bare_server`'s app and a minimal Litestar app that calls the same runner (the framework's own floor).
+Variants alternate in rounds (order rotated, `benchlib.round_order`); a middleware's cost is the median over
+rounds of (through Litestar - without it), anything else's a difference from the full app, each round's
+pair measured back to back.
 
 CPU time of the calling thread (`time.thread_time`), not wall time: what a layer costs does not depend on
 what else the machine runs, which a shared 2-core machine cannot promise for latency. Every variant runs its
@@ -46,6 +49,8 @@ MIDDLEWARES = {
 }
 
 
+# The full app with its hot path stepped aside (see apps).
+THROUGH_LITESTAR = "through litestar"
 # --inline-max-ms for every variant: longer than any call (see apps).
 INLINE_ALWAYS_MS = 600_000.0
 # ONNX Runtime threads of every variant's model (see apps).
@@ -184,10 +189,15 @@ def apps(bundle: Path) -> dict[str, Any]:
     settings = ServeSettings(
         models=(ModelSpec("detector", bundle),), inline_max_ms=INLINE_ALWAYS_MS, threads=ORT_THREADS
     )
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"full": create_app(settings)}
+    # The same app with its hot path (electra.serving.http.hot_path) stepped aside: every request through
+    # Litestar's route and the middlewares, as a request the hot path hands on goes; and each middleware's
+    # share of that.
     for layer in (None, *MIDDLEWARES):
         with without(layer):
-            out["full" if layer is None else f"without {layer}"] = create_app(settings)
+            app = create_app(settings)
+        app.asgi_handler = app.asgi_handler.inner
+        out[THROUGH_LITESTAR if layer is None else f"{THROUGH_LITESTAR} without {layer}"] = app
     runner = ModelRunner("detector", bundle, threads=ORT_THREADS)
     out["litestar minimal"] = minimal_litestar(runner)
     out["bare"] = make_app(runner)
@@ -214,23 +224,19 @@ async def measure(
             per_round[name].append(1e6 * (time.thread_time() - t) / requests)
         full, bare = per_round["full"][-1], per_round["bare"][-1]
         say(f"round {r + 1}/{rounds}: full {full:.0f} us, bare {bare:.0f} us")
-    full = per_round["full"]
-    return {
-        name: {
-            "cpu_us_per_request_median": statistics.median(values),
-            "per_round": values,
-            **(
-                {
-                    "full_minus_this_us_median": statistics.median(
-                        f - v for f, v in zip(full, values, strict=True)
-                    )
-                }
-                if name != "full"
-                else {}
-            ),
-        }
-        for name, values in per_round.items()
-    }
+    return {name: _figures(name, per_round) for name in per_round}
+
+
+def _figures(name: str, per_round: dict[str, list[float]]) -> dict[str, Any]:
+    """A variant's median and rounds, and its difference from the variant it leaves something out of:
+    a middleware's from the app through Litestar, anything else's from the full app."""
+    values = per_round[name]
+    out: dict[str, Any] = {"cpu_us_per_request_median": statistics.median(values), "per_round": values}
+    reference = THROUGH_LITESTAR if name.startswith(f"{THROUGH_LITESTAR} without") else "full"
+    if name != reference:
+        key = f"{reference.replace(' ', '_')}_minus_this_us_median"
+        out[key] = statistics.median(f - v for f, v in zip(per_round[reference], values, strict=True))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -262,10 +268,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     path = write_result(record, None, a.name)
     for name, f in figures.items():
-        cost = f.get("full_minus_this_us_median")
+        differences = [(k.removesuffix("_us_median"), v) for k, v in f.items() if k.endswith("_us_median")]
         print(
-            f"{name:28s} {f['cpu_us_per_request_median']:7.0f} us"
-            + (f"  (full - this: {cost:+.0f} us)" if cost is not None else "")
+            f"{name:45s} {f['cpu_us_per_request_median']:7.0f} us"
+            + "".join(f"  ({what.replace('_', ' ')}: {cost:+.0f} us)" for what, cost in differences)
         )
     print(f"full / bare: {full / bare:.2f}x; wrote {path}")
     return 0

@@ -26,6 +26,7 @@ from electra.serving.engine.kinds import KINDS
 from electra.serving.engine.runtime import ModelRunner
 from electra.serving.http.api_docs import openapi_config
 from electra.serving.http.error_responses import error_response
+from electra.serving.http.hot_path import HotPath
 from electra.serving.http.middleware.client_gone import client_gone
 from electra.serving.http.middleware.content_encoding import decode_content
 from electra.serving.http.middleware.http_metrics import http_metrics
@@ -38,7 +39,7 @@ from electra.serving.http.openapi_bodies import (
 )
 from electra.serving.http.protocols import is_inference, protocol_routes
 from electra.serving.http.routes_health import health_routes
-from electra.serving.http.routes_inference import inference_routes
+from electra.serving.http.routes_inference import HOT_ROUTES, inference_routes
 from electra.serving.http.routes_page import page_routes
 from electra.serving.http.siblings import Siblings
 from electra.serving.http.state import ServerState
@@ -92,6 +93,8 @@ def create_app(
         debug=False,
     )
     app.state.electra = state
+    # Behind Litestar's own entry, in front of its routing: the JSON API's common request (hot_path.py).
+    app.asgi_handler = HotPath(app, state, HOT_ROUTES)
     document_closed_bodies(app)
     document_infer_body(app)
     document_tei_bodies(app)

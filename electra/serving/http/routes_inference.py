@@ -8,6 +8,7 @@ checks and runs as it does the standard protocols' routes, and writes the result
 from __future__ import annotations
 
 import functools
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from litestar import get, post
@@ -126,6 +127,15 @@ async def _classify(state: ServerState, data: ClassifyRequest, meta: RequestMeta
     request = Classify(pairs, data.truncate, field, raw_scores=data.raw_scores)
     runner, classified = await state.inference.classify(request, model=data.model, meta=meta)
     return ClassifyResponse(model=runner.name, results=classified.results)
+
+
+# The routes whose common request electra.serving.http.hot_path answers without the framework: each one's
+# body type and the function that answers it, the one its Litestar route calls.
+HOT_ROUTES: dict[str, tuple[type[Any], Callable[[ServerState, Any, RequestMetadata], Awaitable[Any]]]] = {
+    "/detect": (DetectRequest, _detect),
+    "/classify": (ClassifyRequest, _classify),
+    "/tag": (TagRequest, _tag),
+}
 
 
 def _batch(

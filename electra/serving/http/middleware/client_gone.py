@@ -49,22 +49,21 @@ def client_gone(app: Any) -> Any:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
-        request = _Watched(scope, receive, send)
+        request = Watched(scope, receive, send)
         try:
             await app(scope, request.receive, request.send)
         except asyncio.CancelledError:
-            # Ours: the client left, and the request has stopped. Anyone else's (a shutdown): theirs.
-            if not request.cancelled or request.task is None or request.task.uncancel() > 0:
+            if not request.stopped_by_us():
                 raise
-            log.debug("%s %s: the client left before its answer (499)", scope["method"], scope["path"])
         finally:
             request.stop_watching()
 
     return wrapped
 
 
-class _Watched:
-    """One request's receive and send, watched for the client leaving."""
+class Watched:
+    """One request's receive and send, watched for the client leaving (this middleware's, and the hot path's:
+    electra.serving.http.hot_path)."""
 
     __slots__ = ("_receive", "_send", "cancelled", "scope", "started", "task", "timer", "watcher")
 
@@ -107,6 +106,14 @@ class _Watched:
                     self.cancelled = True
                     self.task.cancel()
                 return
+
+    def stopped_by_us(self) -> bool:
+        """Whether a CancelledError that stopped the request was the watcher's (the client left: not an
+        error); anyone else's (a shutdown) is theirs to see, and is raised on."""
+        if not self.cancelled or self.task is None or self.task.uncancel() > 0:
+            return False
+        log.debug("%s %s: the client left before its answer (499)", self.scope["method"], self.scope["path"])
+        return True
 
     def _left(self) -> None:
         if not self.started:

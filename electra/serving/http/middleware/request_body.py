@@ -32,6 +32,14 @@ class BodyTimeout(HTTPException):
 
     status_code = 408
 
+    @classmethod
+    def after(cls, timeout_s: float) -> BodyTimeout:
+        return cls(
+            detail=f"no byte of the request body arrived for {timeout_s:g} s (--body-timeout); "
+            "send the body without pausing",
+            headers={"Connection": "close"},
+        )
+
 
 def request_body(body_timeout_s: float) -> Any:
     """ASGI middleware: body reads bounded by `body_timeout_s`, early answers after the body is drained."""
@@ -112,11 +120,7 @@ class _Body:
         except asyncio.CancelledError:
             if not self.timed_out or task is None or task.uncancel() > 0:
                 raise
-            raise BodyTimeout(
-                detail=f"no byte of the request body arrived for {self.timeout:g} s (--body-timeout); "
-                "send the body without pausing",
-                headers={"Connection": "close"},
-            ) from None
+            raise BodyTimeout.after(self.timeout) from None
         finally:
             timer.cancel()
             self.waiting = None
