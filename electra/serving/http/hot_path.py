@@ -9,12 +9,12 @@ once the request is the engine's (its typed refusals, a bug) are answered by the
 (error_responses.py), as Litestar would call it.
 
 Why: per request, the Litestar route (request object, guards, body parsing, dependency injection, response)
-and the five middlewares cost more than the model on short texts (bench/serve_layers.py), and the issue's
-target is the server's overhead beyond the model within 1.25x a bare ASGI app's. What the middlewares do, it
-does in one place with the same objects: the request counts among the arrivals a batch waits for from its
-first byte (request_metadata.py), body reads are bounded by --body-timeout (request_body.py), a client that
-leaves is watched for and counted 499 (client_gone.py), the HTTP metrics (http_metrics.py), the
-Server-Timing header and Triton's statistics.
+and the five middlewares cost about as much again as everything else the server does beyond the model
+(bench/serve_layers.py; docs/serving.md has the figures), and a server's overhead is held to a bare ASGI
+app's (bench/serve_throughput.py). What the middlewares do, it does in one place with the same objects: the
+request counts among the arrivals a batch waits for from its first byte (request_metadata.py), body reads are
+bounded by --body-timeout (request_body.py), a client that leaves is watched for and counted 499
+(client_gone.py), the HTTP metrics (http_metrics.py), the Server-Timing header and Triton's statistics.
 """
 
 from __future__ import annotations
