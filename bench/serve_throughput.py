@@ -12,6 +12,8 @@ until the last:
   ours_batched     electra serve with its defaults (dynamic batching, uvicorn)
   ours_unbatched   electra serve --max-batch-size 1 (same server, one sequence per model call)
   ours_granian     electra serve --http-server granian (defaults otherwise; when granian is installed)
+  ours_litestar    electra serve --hot-path false (defaults otherwise: every request through Litestar's route
+                   and the middlewares, the hot path's comparison)
   ours_int8        electra serve, defaults, int8 bundles (only with --int8, CPU)
   ours_workers2    electra serve --workers 2 (defaults otherwise: each worker's ONNX Runtime gets half the
                    cores); its CPU per request counts the supervisor and its workers
@@ -41,14 +43,14 @@ prefixes of 60-100 words (the demo corpus stands in when ../shared/data is absen
 sees the same sequence. The client runs on the same machine as the server and competes for its cores: on a
 small machine the RPS it reports are a lower bound for every configuration alike.
 
-Server overhead (per round, for ours_batched, ours_granian and bare): --probe-texts /detect texts one at a
-time, 3 times each; each time the end-to-end latency minus the model's own time for that request, which the
-server reports in its Server-Timing header (`model;dur=`: the ONNX Runtime call the request was in). The
-overhead is the median over texts of each text's median difference, reported as its median over rounds;
-`bare`'s is the floor (HTTP over loopback, the event loop, tokenization, threads and cores waking up after the
-model), and ours minus bare, per round, is what electra's request path adds to it. Recorded with it: GET
-/health/live's p50 and the in-process batching ceiling (texts/s of session.run at batch 32 of similar lengths
-vs batch 1), against which the server's batched vs unbatched ratio can be read.
+Server overhead (per round, for ours_batched, ours_granian, ours_litestar and bare): --probe-texts /detect
+texts one at a time, 3 times each; each time the end-to-end latency minus the model's own time for that
+request, which the server reports in its Server-Timing header (`model;dur=`: the ONNX Runtime call the request
+was in). The overhead is the median over texts of each text's median difference, reported as its median over
+rounds; `bare`'s is the floor (HTTP over loopback, the event loop, tokenization, threads and cores waking up
+after the model), and ours minus bare, per round, is what electra's request path adds to it. Recorded with it:
+GET /health/live's p50 and the in-process batching ceiling (texts/s of session.run at batch 32 of similar
+lengths vs batch 1), against which the server's batched vs unbatched ratio can be read.
 
     python -m bench.serve_throughput                # CPU: 4 configs x 2 endpoints x 2 levels x 5 rounds
     python -m bench.serve_throughput --device cuda --out bench/results/serve_throughput_cuda.json
@@ -135,7 +137,7 @@ def request_body(endpoint: str, text: str) -> bytes:
 
 
 CONFIGS = ("ours_batched", "ours_unbatched", "naive", "bare")
-ALL_CONFIGS = (*CONFIGS, "ours_granian", "ours_int8", "ours_workers2")
+ALL_CONFIGS = (*CONFIGS, "ours_granian", "ours_int8", "ours_workers2", "ours_litestar")
 # The issue's targets (issue 15), checked at concurrency 32 on /detect (the main endpoint).
 TARGET_CONCURRENCY = 32
 TARGET_ENDPOINT = "detect"
@@ -152,7 +154,7 @@ MIX_SIZE = 2000
 BATCH_CEILING_SIZE = 32
 FLOOR_REQUESTS = 100
 # The configurations whose overhead the probe measures (when they run).
-PROBED = ("ours_batched", "ours_granian", "bare")
+PROBED = ("ours_batched", "ours_granian", "ours_litestar", "bare")
 
 log = logging.getLogger("bench.serve_throughput")
 
@@ -411,6 +413,7 @@ def server_specs(
         "ours_granian": lambda: ours("fp32", ["--http-server", "granian"]),
         "ours_int8": lambda: ours("int8", []),
         "ours_workers2": lambda: ours("fp32", ["--workers", "2"]),
+        "ours_litestar": lambda: ours("fp32", ["--hot-path", "false"]),
         "naive": lambda: naive,
         "bare": lambda: bare,
     }
@@ -1062,18 +1065,18 @@ def method(args: argparse.Namespace) -> dict[str, Any]:
         "processes, /proc) over the window incl. warm-up / requests completed in it",
         "model_ms_per_call": "electra_inference_seconds (the server's own ONNX Runtime time) per call",
         "overhead": (
-            "per round, for ours_batched, ours_granian and bare, on /detect: probe_texts texts one at a "
-            "time, 3 times each; each time the end-to-end latency (this client, loopback, keep-alive) "
-            "minus the model's time for that request, from the server's Server-Timing header (model;dur: "
-            "the ONNX Runtime call it was in, timed by the server around the call). overhead_p50_ms = "
-            "median over texts of each text's median difference; overhead_floor_p50_ms = the same with "
-            "each text's minimum; reported: their medians over rounds. bare (bench/bare_server.py: "
-            "uvicorn, a bare ASGI app, tokenize + the same session on the event loop + JSON logits) is "
-            "the floor any Python server pays here; beyond_bare_p50_ms = median over rounds of (ours - "
-            "bare) in the round, vs_bare_ratio = median over rounds of (ours / bare) in the round. "
-            "c1_window_mean_minus_model_ms: a second estimate, the c=1 windows' mean "
-            "latency minus the server's own mean inference time (its /metrics). health_live_p50_ms: GET "
-            "/health/live one at a time"
+            "per round, for ours_batched, ours_granian, ours_litestar and bare, on /detect: probe_texts texts"
+            " one at a time, 3 times each; each time the end-to-end latency (this client, loopback, "
+            "keep-alive) minus the model's time for that request, from the server's Server-Timing header "
+            "(model;dur: the ONNX Runtime call it was in, timed by the server around the call). "
+            "overhead_p50_ms = median over texts of each text's median difference; overhead_floor_p50_ms = "
+            "the same with each text's minimum; reported: their medians over rounds. bare "
+            "(bench/bare_server.py: uvicorn, a bare ASGI app, tokenize + the same session on the event loop +"
+            " JSON logits) is the floor any Python server pays here; beyond_bare_p50_ms = median over rounds "
+            "of (ours - bare) in the round, vs_bare_ratio = median over rounds of (ours / bare) in the round."
+            " c1_window_mean_minus_model_ms: a second estimate, the c=1 windows' mean latency minus the "
+            "server's own mean inference time (its /metrics). health_live_p50_ms: GET /health/live one at a "
+            "time"
         ),
         "probe_texts": args.probe_texts,
         "concurrency": args.concurrency,

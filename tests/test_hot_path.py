@@ -190,3 +190,20 @@ def test_same_metrics_with_and_without_the_hot_path(app: tuple[TestClient, HotPa
     # Both the HTTP layer's counts and the models' statistics moved.
     assert any(k[0] == "electra_triton_statistic_seconds_count" for k in with_hot)
     assert any(k[0] == "electra_http_requests_total" and "status_code=200" in k for k in with_hot)
+
+
+def test_the_hot_path_can_be_turned_off(serving_bundles: dict[str, Path]) -> None:
+    """--hot-path false (ELECTRA_HOT_PATH, the chart's server.hotPath): every request through Litestar's
+    route, as the comparisons above take it."""
+    import argparse
+    import dataclasses
+
+    from electra.cli.serve_cmd import OPTIONS, settings_from
+
+    args = argparse.Namespace(model=None, **{o.replace("-", "_"): None for o in OPTIONS})
+    models = f"detector={serving_bundles['detector']}"
+    assert settings_from(args, environ={"ELECTRA_MODELS": models}).hot_path
+    off = settings_from(args, environ={"ELECTRA_MODELS": models, "ELECTRA_HOT_PATH": "false"})
+    assert not off.hot_path
+    assert not isinstance(create_app(off).asgi_handler, HotPath)
+    assert isinstance(create_app(dataclasses.replace(off, hot_path=True)).asgi_handler, HotPath)

@@ -86,6 +86,17 @@ class ServeSettings:
             "does not say (false: refuse it, 413), as text-embeddings-inference's --auto-truncate"
         ),
     )
+    # The JSON API's common request answered by one ASGI function in front of Litestar's routing
+    # (electra.serving.http.hot_path): the same answers and metrics at about half the per-request overhead
+    # (docs/serving.md). Off: every request through Litestar's route and the middlewares, for a comparison or
+    # should the hot path ever be the suspect.
+    hot_path: bool = field(
+        default=True,
+        metadata=option(
+            "answer /detect, /classify and /tag's common request (a plain JSON body) in one ASGI function in "
+            "front of the framework, with the same answers and metrics (false: through Litestar's route)"
+        ),
+    )
     # /detect's `suggest` (and fill-mask's top_k): replacements per flagged token a request may ask for.
     max_suggest: int = field(
         default=20, metadata=option("suggestions per flagged token a request may ask for (/detect's suggest)")

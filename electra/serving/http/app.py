@@ -93,8 +93,9 @@ def create_app(
         debug=False,
     )
     app.state.electra = state
-    # Behind Litestar's own entry, in front of its routing: the JSON API's common request (hot_path.py).
-    app.asgi_handler = HotPath(app, state, HOT_ROUTES)
+    if settings.hot_path:
+        # Behind Litestar's own entry, in front of its routing: the JSON API's common request (hot_path.py).
+        app.asgi_handler = HotPath(app, state, HOT_ROUTES)
     document_closed_bodies(app)
     document_infer_body(app)
     document_tei_bodies(app)
