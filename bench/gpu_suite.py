@@ -16,14 +16,18 @@ runs out of time is recorded and the next one runs):
                       (bench.inference)
     serve             the server's throughput on the device against the naive and bare servers
                       (bench.serve_throughput --quick)
+    serve_workers     --workers 4 and 8 (model instances on one GPU) against one worker, at 64 and 256
+                      concurrent clients on /classify and /detect (bench.serve_throughput --quick)
+    serve_warmup      the first request of each input length after ready, with and without length buckets
+                      (bench.serve_warmup)
     pretrain_sweep    batch sizes 256 and 512 for Small, the CUDA-graphed step
 
 The suite installs nothing: what the machine lacks (onnxruntime-gpu, say) makes the steps that need it fail
-with their reason. It runs in at most --budget-s seconds (default 540: 9 minutes): a step's limit is cut to
-what is left, and a step that no time is left for is recorded as not run. DIR receives suite.json (every
-step's command, status, time and log tail, with its results file embedded, rewritten after every step),
-each step's results file and logs/. Commits: the tree's own, else ELECTRA_COMMIT (bench.benchlib.git_commit),
-passed on to every step.
+with their reason. It runs in at most --budget-s seconds (default 570: under the device's 10 minutes a
+call): a step's limit is cut to what is left, and a step that no time is left for is recorded as not run.
+DIR receives suite.json (every step's command, status, time and log tail, with its results file embedded,
+rewritten after every step), each step's results file and logs/. Commits: the tree's own, else
+ELECTRA_COMMIT (bench.benchlib.git_commit), passed on to every step.
 
 `--device cpu --quick` runs the same steps at toy sizes (CI runs it: a few minutes on 2 cores); `--only`
 runs some steps; `--limit-scale X` multiplies every limit, the real run's stages' limits and the default
@@ -86,39 +90,49 @@ def step(name: str, module: str, args: str, limit_s: float, *paths: str) -> Step
 
 
 def cuda_plan(work: Path) -> list[Step]:
-    """The full suite on one GPU: limits that add up to the 9-minute budget."""
+    """The full suite on one GPU: limits that add up to the device's 10 minutes a call."""
     small = "--device cuda --sizes small --batch-sizes 128 --rounds 3 --steps 10"
     base = "--device cuda --sizes base --batch-sizes 128 --rounds 2 --steps 10"
     serve = "--device cuda --quick --configs ours_batched,naive,bare --endpoints detect,classify"
+    workers = "--device cuda --quick --configs ours_batched,ours_workers4,ours_workers8"
+    workers += " --endpoints classify,detect"
     return [
-        step("train_step_check", "train_step_check", "--device cuda --seq-len 128", 80),
+        step("train_step_check", "train_step_check", "--device cuda --seq-len 128", 70),
         step(
             "pretrain_small",
             "pretrain_throughput",
             f"{small} --variants eager,compiled,graphs,compiled_graphs,naive_hf",
-            110,
+            100,
         ),
         step(
             "pretrain_base",
             "pretrain_throughput",
             f"{base} --variants eager,graphs,compiled_graphs,naive_hf",
-            85,
+            75,
         ),
-        step("pipeline", "gpu_pipeline", "--device cuda --work", 120, str(work / "pipeline")),
+        step("pipeline", "gpu_pipeline", "--device cuda --work", 105, str(work / "pipeline")),
         step(
             "inference",
             "inference",
             "--device cuda --size small --batch-sizes 1,32 --seq-lens 128,512 --rounds 3"
             " --budget-minutes 0.5",
-            45,
+            40,
         ),
-        step("serve", "serve_throughput", f"{serve} --concurrency 1,64 --work-dir", 70, str(work / "serve")),
+        step("serve", "serve_throughput", f"{serve} --concurrency 1,64 --work-dir", 65, str(work / "serve")),
+        step(
+            "serve_workers",
+            "serve_throughput",
+            f"{workers} --concurrency 64,256 --work-dir",
+            80,
+            str(work / "serve_workers"),
+        ),
+        step("serve_warmup", "serve_warmup", "--device cuda --rounds 2", 40),
         step(
             "pretrain_sweep",
             "pretrain_throughput",
             "--device cuda --sizes small --batch-sizes 256,512 --variants graphs --rounds 2 --steps 5"
             " --no-profile",
-            30,
+            25,
         ),
     ]
 
@@ -152,6 +166,15 @@ def quick_plan(work: Path) -> list[Step]:
             180,
         ),
         step("serve", "serve_throughput", f"{serve} --concurrency 1,4 --work-dir", 300, str(work / "serve")),
+        step(
+            "serve_workers",
+            "serve_throughput",
+            "--device cpu --quick --size tiny --configs ours_batched,ours_workers2 --endpoints classify"
+            " --concurrency 4 --work-dir",
+            300,
+            str(work / "serve_workers"),
+        ),
+        step("serve_warmup", "serve_warmup", "--device cpu --rounds 1 --max-seq-len 64", 180),
         step(
             "pretrain_sweep",
             "pretrain_throughput",
@@ -279,7 +302,7 @@ def main() -> int:
         "--budget-s",
         type=float,
         default=None,
-        help="seconds in all (default 540, 2400 with --quick, either times --limit-scale)",
+        help="seconds in all (default 570, 2400 with --quick, either times --limit-scale)",
     )
     ap.add_argument(
         "--work", type=Path, default=None, help="scratch: data, runs, bundles (default: a temp dir)"
@@ -297,7 +320,7 @@ def main() -> int:
     if args.limit_scale <= 0:
         ap.error("--limit-scale must be positive")
     # A budget given on the command line is taken as it is; the default one scales with the limits.
-    args.budget_s = args.budget_s or (2400.0 if args.quick else 540.0) * args.limit_scale
+    args.budget_s = args.budget_s or (2400.0 if args.quick else 570.0) * args.limit_scale
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.work or Path(tempfile.mkdtemp(prefix="electra-gpu-suite-"))
     steps = adjusted(quick_plan(work) if args.quick else cuda_plan(work), args.shared_data, args.limit_scale)

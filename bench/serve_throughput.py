@@ -17,6 +17,7 @@ until the last:
   ours_int8        electra serve, defaults, int8 bundles (only with --int8, CPU)
   ours_workers2    electra serve --workers 2 (defaults otherwise: each worker's ONNX Runtime gets half the
                    cores); its CPU per request counts the supervisor and its workers
+  ours_workers4/8  the same with 4 and 8 workers (for a GPU host's cores: N model instances on one GPU)
   naive            bench/naive_server.py: Litestar sync handlers calling transformers on PyTorch eager
                    (ElectraForPreTraining + fast tokenizer; pipeline("text-classification")), one request at
                    a time, truncating at the same 128 tokens
@@ -137,7 +138,14 @@ def request_body(endpoint: str, text: str) -> bytes:
 
 
 CONFIGS = ("ours_batched", "ours_unbatched", "naive", "bare")
-ALL_CONFIGS = (*CONFIGS, "ours_granian", "ours_int8", "ours_workers2", "ours_litestar")
+WORKER_COUNTS = (2, 4, 8)
+ALL_CONFIGS = (
+    *CONFIGS,
+    "ours_granian",
+    "ours_int8",
+    *(f"ours_workers{n}" for n in WORKER_COUNTS),
+    "ours_litestar",
+)
 # The issue's targets (issue 15), checked at concurrency 32 on /detect (the main endpoint).
 TARGET_CONCURRENCY = 32
 TARGET_ENDPOINT = "detect"
@@ -412,7 +420,7 @@ def server_specs(
         "ours_unbatched": lambda: ours("fp32", ["--max-batch-size", "1"]),
         "ours_granian": lambda: ours("fp32", ["--http-server", "granian"]),
         "ours_int8": lambda: ours("int8", []),
-        "ours_workers2": lambda: ours("fp32", ["--workers", "2"]),
+        **{f"ours_workers{n}": (lambda n=n: ours("fp32", ["--workers", str(n)])) for n in WORKER_COUNTS},
         "ours_litestar": lambda: ours("fp32", ["--hot-path", "false"]),
         "naive": lambda: naive,
         "bare": lambda: bare,
@@ -625,6 +633,14 @@ RATIOS = {
     "workers2_vs_workers1_rps": ("ours_workers2", "ours_batched", "rps"),
     "workers1_vs_workers2_p50": ("ours_batched", "ours_workers2", "p50_ms"),  # > 1: two workers are faster
     "workers1_vs_workers2_p99": ("ours_batched", "ours_workers2", "p99_ms"),
+    **{
+        name: spec
+        for n in WORKER_COUNTS[1:]
+        for name, spec in (
+            (f"workers{n}_vs_workers1_rps", (f"ours_workers{n}", "ours_batched", "rps")),
+            (f"workers1_vs_workers{n}_p99", ("ours_batched", f"ours_workers{n}", "p99_ms")),
+        )
+    },
 }
 
 
