@@ -49,7 +49,7 @@ def request_body(body_timeout_s: float) -> Any:
             if scope["type"] != "http":
                 await app(scope, receive, send)
                 return
-            body = _Body.of(scope, receive, body_timeout_s)
+            body = Body.of(scope, receive, body_timeout_s)
             if body is None:  # no body to read (a GET, Content-Length: 0)
                 await app(scope, receive, send)
                 return
@@ -66,7 +66,7 @@ def request_body(body_timeout_s: float) -> Any:
     return middleware
 
 
-class _Body:
+class Body:
     """One request's body reads: how much came, whether it is complete, and the rest drained on demand."""
 
     __slots__ = (
@@ -93,7 +93,7 @@ class _Body:
         self.timed_out = False
 
     @classmethod
-    def of(cls, scope: Any, receive: Any, timeout: float) -> _Body | None:
+    def of(cls, scope: Any, receive: Any, timeout: float) -> Body | None:
         """The body of the request in `scope`, or None when it has none."""
         declared: int | None = None
         chunked = expects_continue = False

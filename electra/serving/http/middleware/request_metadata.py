@@ -12,7 +12,7 @@ when its answer is done.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from electra.serving.engine.batcher import Arrivals
@@ -28,6 +28,25 @@ def request_meta(scope: MutableMapping[str, Any]) -> RequestMetadata:
     """The metadata of the request this scope is (a fresh one outside the middleware)."""
     meta = scope.get(SCOPE_KEY)
     return meta if meta is not None else RequestMetadata()
+
+
+class TimedSend:
+    """A send that adds the request's Server-Timing header to its answer and notes the answer's status and
+    when it started (500 and None until it starts: what a failure before answering counts as)."""
+
+    __slots__ = ("meta", "send", "started", "status")
+
+    def __init__(self, send: Callable[[Any], Awaitable[None]], meta: RequestMetadata) -> None:
+        self.send, self.meta = send, meta
+        self.status: int = 500
+        self.started: float | None = None
+
+    async def __call__(self, message: Any) -> None:
+        if message["type"] == "http.response.start":
+            self.status, self.started = message["status"], time.perf_counter()
+            if self.meta.stages:
+                message["headers"] = [*message.get("headers", ()), (HEADER, header_value(self.meta.stages))]
+        await self.send(message)
 
 
 def request_metadata(
@@ -47,23 +66,14 @@ def request_metadata(
                 meta.arrivals = arrivals
                 arrivals.expect()
             start = time.perf_counter()
-            answer: list[Any] = [500, None]  # status, and when the answer started
-
-            async def send_with_timing(message: Any) -> None:
-                if message["type"] == "http.response.start":
-                    answer[:] = [message["status"], time.perf_counter()]
-                    if meta.stages:
-                        timing = (HEADER, header_value(meta.stages))
-                        message["headers"] = [*message.get("headers", ()), timing]
-                await send(message)
-
+            timed = TimedSend(send, meta)
             try:
-                await app(scope, receive, send_with_timing)
+                await app(scope, receive, timed)
             finally:
                 meta.enqueued()  # never enqueued (a 4xx, a disconnect): stop counting it
                 # A request whose client left (client_gone.py) neither succeeded nor failed: not counted.
                 if meta.model is not None and not went_away(scope):
-                    statistics.record(meta, start, answer[0], answer[1])
+                    statistics.record(meta, start, timed.status, timed.started)
 
         return wrapped
 
