@@ -9,7 +9,7 @@ directories and exported to fused fp32 ONNX bundles (max_seq_len 128; --int8 add
 Configurations, each its own server process on a free port, all started before the first round and kept up
 until the last:
 
-  ours_batched     electra serve with its defaults (dynamic batching, uvicorn)
+  ours_batched     electra serve with its defaults (dynamic batching, uvicorn) and one worker
   ours_unbatched   electra serve --max-batch-size 1 (same server, one sequence per model call)
   ours_granian     electra serve --http-server granian (defaults otherwise; when granian is installed)
   ours_litestar    electra serve --hot-path false (defaults otherwise: every request through Litestar's route
@@ -407,6 +407,8 @@ def server_specs(
         cmd = [sys.executable, "-m", "electra", "serve", "--model", f"{DETECTOR}={b[DETECTOR]}"]
         cmd += ["--model", f"{CLASSIFIER}={b[CLASSIFIER]}", "--host", "127.0.0.1", "--device", device]
         cmd += ["--log-level", "warning", *extra]
+        if "--workers" not in extra:  # one worker on every device (a GPU's default is several)
+            cmd += ["--workers", "1"]
         return cmd + (["--threads", str(threads)] if threads else [])
 
     naive = [sys.executable, "-m", "bench.naive_server", "--detector", str(model_dirs[DETECTOR])]

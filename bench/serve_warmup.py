@@ -90,6 +90,7 @@ def one_server(bundle: Path, work: Path, device: str, multiple: int, lengths: li
     command = serve_command(
         "--model", f"detector={bundle}", "--port", str(port), "--device", device,
         "--pad-to-multiple-of", str(multiple), "--log-level", "warning",
+        "--workers", "1",  # every request to the one server whose first calls are timed
     )  # fmt: skip
     started = time.perf_counter()
     with start_server(command, url=url, log=work / f"server-{port}.log", ready_timeout=600):

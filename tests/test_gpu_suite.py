@@ -15,7 +15,7 @@ import pytest
 
 from bench.benchlib import ROOT, SHARED_DATA
 from bench.gpu_pipeline import MODELS, loaded_lines, on_device
-from bench.gpu_suite import Step, Suite, adjusted, cuda_plan, quick_plan
+from bench.gpu_suite import CALLS, Step, Suite, adjusted, cuda_plan, quick_plan
 
 
 def python_step(name: str, code: str, limit_s: float) -> Step:
@@ -79,7 +79,11 @@ def test_a_step_gets_what_is_left_of_the_budget_and_none_when_it_is_spent(tmp_pa
 
 def test_the_quick_plan_names_every_step_of_the_cuda_plan(tmp_path: Path) -> None:
     assert [s.name for s in quick_plan(tmp_path)] == [s.name for s in cuda_plan(tmp_path)]
-    assert sum(s.limit_s for s in cuda_plan(tmp_path)) <= 600  # the device's 10 minutes a call
+    # Each call's steps fit the default budget, under the device's 10 minutes a call; every step is in one.
+    limits = {s.name: s.limit_s for s in cuda_plan(tmp_path)}
+    assert sorted(n for steps in CALLS.values() for n in steps) == sorted(limits)
+    for steps in CALLS.values():
+        assert sum(limits[n] for n in steps) <= 570
 
 
 def test_limit_scale_multiplies_every_limit_and_reaches_the_real_runs_stages(tmp_path: Path) -> None:

@@ -560,17 +560,15 @@ def wait_for_metric(client: TestClient, sample: str, value: float, timeout: floa
 
 
 class BrokenRunner(GatedRunner):
-    """A real runner whose model calls fail, and whose description raises an unexpected error."""
+    """A real runner whose model calls fail once `broken` is set, and whose description raises an
+    unexpected error."""
+
+    broken = False
 
     def infer(self, batch: list[Any]) -> list[np.ndarray]:
-        if getattr(self, "warmed", False):
+        if self.broken:
             raise RuntimeError("the model call failed")
         return super().infer(batch)
-
-    def warm_up(self, max_batch_size: int, max_batch_tokens: int) -> int:
-        calls = super().warm_up(max_batch_size, max_batch_tokens)
-        self.warmed = True
-        return calls
 
     def describe(self) -> dict[str, Any]:
         raise KeyError("a bug")
@@ -582,6 +580,7 @@ def test_model_failures_and_bugs_answer_json_without_internals(serving_bundles: 
     app = create_app(settings_for(serving_bundles, "detector"), {"detector": runner})
     with TestClient(app) as c:
         wait_ready(c)
+        runner.broken = True
         r = c.post("/detect", json={"text": "the cat"})
         assert r.status_code == 503 and r.headers["retry-after"] == "1"
         assert r.json() == {"status_code": 503, "detail": "model 'detector': the model call failed"}

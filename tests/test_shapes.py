@@ -60,23 +60,27 @@ def test_the_default_multiple_is_the_devices() -> None:
 
 
 class RecordingRunner(ModelRunner):
-    """A real runner that records the width of every batch it runs, and whether warm-up was done."""
+    """A real runner that records the width of every batch it runs and the thread it ran on, as warm-up or
+    (once `warmed` is set) as a request."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.warmed = threading.Event()
-        self.warm_widths: set[int] = set()
-        self.request_widths: set[int] = set()
+        self.warm_calls: set[tuple[str, int]] = set()
+        self.request_calls: set[tuple[str, int]] = set()
 
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
-        width = feeds["input_ids"].shape[1]
-        (self.request_widths if self.warmed.is_set() else self.warm_widths).add(width)
+        call = (threading.current_thread().name, feeds["input_ids"].shape[1])
+        (self.request_calls if self.warmed.is_set() else self.warm_calls).add(call)
         return super().run(feeds)
 
-    def warm_up(self, max_batch_size: int, max_batch_tokens: int) -> int:
-        calls = super().warm_up(max_batch_size, max_batch_tokens)
-        self.warmed.set()
-        return calls
+    @property
+    def warm_widths(self) -> set[int]:
+        return {width for _, width in self.warm_calls}
+
+    @property
+    def request_widths(self) -> set[int]:
+        return {width for _, width in self.request_calls}
 
 
 def answers(app_runners: dict[str, ModelRunner], multiple: int) -> dict[str, Any]:
@@ -133,11 +137,16 @@ def test_after_warm_up_no_request_meets_a_width_the_model_has_not_run(
     with TestClient(app) as c:
         while c.get("/health/ready").status_code != 200:
             pass
+        runner.warmed.set()
         for text in texts:
             assert c.post("/detect", json={"text": text}).status_code == 200
         assert c.post("/detect", json={"texts": texts}).status_code == 200
     assert runner.warm_widths == {16, 32, 48, 64}
     assert runner.request_widths and runner.request_widths <= runner.warm_widths, runner.request_widths
+    # Per thread too (a GPU provider's state is per calling thread): requests ran both on the batcher's
+    # thread and inline on the event loop, and each (thread, width) they met was warmed on that thread.
+    assert len({thread for thread, _ in runner.request_calls}) == 2, runner.request_calls
+    assert runner.request_calls <= runner.warm_calls, runner.request_calls - runner.warm_calls
 
 
 def test_the_generator_pads_and_warms_up_as_its_detector(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,12 @@ MAX_WORKERS = 64
 # new input shape is slow the first time, so lengths go in buckets that warm-up can all run; on a CPU
 # padding costs compute and a new shape little.
 DEFAULT_PAD_MULTIPLE = {"cpu": 1, "cuda": 32}
+# --workers when not given: 1 on a CPU, whose cores go to ONNX Runtime's threads; on a GPU, where a process's
+# Python side (HTTP, JSON, tokenizing: one core at a time) runs out first, one worker per 4 cores up to 4. On
+# one H100 with 16 cores, 4 workers served 2.85x (/classify) and 3.39x (/detect) one worker's requests at 256
+# clients and 8 no more (bench/results/gpu/2026-11-28-h100/serve_workers.json).
+GPU_MAX_WORKERS = 4
+GPU_CORES_PER_WORKER = 4
 
 
 @dataclass(frozen=True)
@@ -125,11 +132,11 @@ class ServeSettings:
     )
     # Server processes behind the one port (electra.serving.http.workers): the Python side of a request (HTTP,
     # JSON, tokenization, post-processing) holds one core per process, which a GPU server runs out of first.
-    workers: int = field(
-        default=1,
+    workers: int | None = field(
+        default=None,
         metadata=option(
             "server processes sharing the port, each with its own copy of every model (on a GPU: that many "
-            "instances of each model)"
+            "instances of each model; default: 1 on cpu, on cuda one per 4 cores up to 4)"
         ),
     )
     # Seconds SIGTERM waits for in-flight requests before closing the remaining connections.
@@ -210,7 +217,7 @@ class ServeSettings:
             problems.append(f"threads must be >= 0, got {self.threads}")
         if self.pad_to_multiple_of is not None and self.pad_to_multiple_of < 1:
             problems.append(f"pad_to_multiple_of must be at least 1, got {self.pad_to_multiple_of}")
-        if not 1 <= self.workers <= MAX_WORKERS:
+        if self.workers is not None and not 1 <= self.workers <= MAX_WORKERS:
             problems.append(f"workers must be in 1..{MAX_WORKERS}, got {self.workers}")
         if not math.isfinite(self.graceful_timeout_s) or self.graceful_timeout_s < 0:
             problems.append(f"graceful_timeout_s must be a finite number >= 0, got {self.graceful_timeout_s}")
@@ -237,6 +244,15 @@ class ServeSettings:
         if self.pad_to_multiple_of is not None:
             return self.pad_to_multiple_of
         return DEFAULT_PAD_MULTIPLE.get(self.device, 1)
+
+    @property
+    def worker_count(self) -> int:
+        """--workers, or the device's default (GPU_MAX_WORKERS)."""
+        if self.workers is not None:
+            return self.workers
+        if self.device == "cpu":
+            return 1
+        return max(1, min(GPU_MAX_WORKERS, (os.cpu_count() or 1) // GPU_CORES_PER_WORKER))
 
     def with_keys(self) -> ServeSettings:
         """These settings with api_keys read from api_key_file (one key per line, # comments); once."""

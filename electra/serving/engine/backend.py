@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from electra.bundle import read_bundle
@@ -97,9 +98,16 @@ class BatchingBackend:
         """Every runner's warm-up shapes (electra.serving.engine.shapes), then ready."""
         s = self.settings
         try:
-            for runner in self.runners.values():
+            for name, runner in self.runners.items():
                 start = time.perf_counter()
-                calls = await asyncio.to_thread(runner.warm_up, s.max_batch_size, s.max_batch_tokens)
+                calls = await self.batchers[name].warm_up(
+                    partial(runner.warm_up, s.max_batch_size, s.max_batch_tokens)
+                )
+                if runner.generator is not None:
+                    shapes = runner.warm_up_shapes(s.max_batch_size, s.max_batch_tokens)
+                    calls += await self.batchers[runner.generator.name].warm_up(
+                        partial(runner.generator.warm_up, shapes)
+                    )
                 log.info(
                     "warm-up: %s, %d model calls (lengths padded to a multiple of %d) in %.1f s",
                     runner.name,

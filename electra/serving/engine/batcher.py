@@ -178,6 +178,21 @@ class Batcher:
         """Inputs queued, not yet taken into a batch."""
         return len(self._queue)
 
+    async def warm_up(self, run: Callable[[], int]) -> int:
+        """`run` (a warm-up of this batcher's model, returning its number of calls) on every thread that calls
+        the model: the batcher's thread and, when calls may run inline, the event loop's. How many calls.
+
+        On the first H100 run of bench.serve_warmup (bench/results/gpu/2026-11-28-h100/serve_warmup.json),
+        warm-up ran on a thread of its own and each length bucket's first request afterwards still took
+        45-99 ms of model time against 2 ms warm. ONNX Runtime's CUDA provider keeps state per calling thread
+        (its cuBLAS and cuDNN handles among it), which may be why; warming the threads that serve requests
+        holds whatever the cause is per thread, and the next GPU run's serve_warmup says whether it was."""
+        loop = asyncio.get_running_loop()
+        calls = await loop.run_in_executor(self._executor, run)
+        if self.inline_max_s > 0:
+            calls += run()  # where inline calls run
+        return calls
+
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"batcher-{self.runner.name}")
 

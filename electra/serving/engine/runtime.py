@@ -178,16 +178,18 @@ class ModelRunner:
             return [logits[row, : e.length] for row, e in enumerate(batch)]
         return [logits[row] for row in range(len(batch))]
 
+    def warm_up_shapes(self, max_batch_size: int, max_batch_tokens: int) -> list[tuple[int, int]]:
+        """(rows, tokens) of each warm-up call: its generator's too (electra.serving.engine.shapes)."""
+        return warm_up_shapes(self.max_seq_len, self.pad_multiple, max_batch_size, max_batch_tokens)
+
     def warm_up(self, max_batch_size: int, max_batch_tokens: int) -> int:
         """Run every shape a request can give the model (with buckets; else the shapes a server meets first),
-        so that no request pays ONNX Runtime's setup of a new shape. How many calls it made."""
-        shapes = warm_up_shapes(self.max_seq_len, self.pad_multiple, max_batch_size, max_batch_tokens)
+        so that no request pays ONNX Runtime's setup of a new shape. How many calls it made. Its generator
+        is warmed up apart (Backend.warm_up), on the threads of its own batcher."""
+        shapes = self.warm_up_shapes(max_batch_size, max_batch_tokens)
         for rows, tokens in shapes:
             self.infer([self._filler(tokens)] * rows)
-        calls = len(shapes)
-        if self.generator is not None:
-            calls += self.generator.warm_up(shapes)
-        return calls
+        return len(shapes)
 
     def _filler(self, tokens: int) -> Encoded:
         """An input of `tokens` tokens: [CLS], copies of the first ordinary token, [SEP]."""

@@ -120,7 +120,7 @@ def serve(
     _check_http_server(settings.http_server)
     check_bundles(settings)  # a wrong path is reported first: the port is a question only once it is right
     # One format for our lines and the HTTP server's (startup, errors, access): the one `--log-format` set.
-    if settings.workers > 1:
+    if settings.worker_count > 1:
         if settings.http_server == "granian":  # each worker binds the port itself (SO_REUSEPORT)
             _check_port_free(settings.host, settings.port)
         logs.configure(logs.current_format(), level=settings.log_level, others_level=settings.log_level)

@@ -56,9 +56,9 @@ EXIT_INPUT = 2
 def cpu_threads(settings: ServeSettings, cores: int | None = None) -> int:
     """ONNX Runtime's intra-op threads per model in each worker: --threads when given; on a CPU with several
     workers, an equal share of the cores (N workers do not each start one thread per core); else 0 (all)."""
-    if settings.threads or settings.workers == 1 or settings.device != "cpu":
+    if settings.threads or settings.worker_count == 1 or settings.device != "cpu":
         return settings.threads
-    return max(1, (cores or os.cpu_count() or 1) // settings.workers)
+    return max(1, (cores or os.cpu_count() or 1) // settings.worker_count)
 
 
 def bind(settings: ServeSettings) -> socket.socket:
@@ -103,7 +103,7 @@ class Supervisor:
         self.on_ready = on_ready
         self.all_ready = False
         self.context = multiprocessing.get_context("spawn")
-        self.flags = self.context.Array("b", settings.workers, lock=False)
+        self.flags = self.context.Array("b", settings.worker_count, lock=False)
         self.workers: dict[int, _Worker] = {}
         self.failed_starts: dict[int, int] = {}
         # A plain flag, not a threading.Event: Event.set() in a signal handler deadlocks when the signal
@@ -125,9 +125,9 @@ class Supervisor:
                 "serving on http://%s:%d with %d workers, each loading every model",
                 self.settings.host,
                 self.settings.port,
-                self.settings.workers,
+                self.settings.worker_count,
             )
-            for index in range(self.settings.workers):
+            for index in range(self.settings.worker_count):
                 self._start(index, sock)
             while not self.stopping:
                 time.sleep(POLL_S)  # a signal's handler runs during the sleep, which then finishes
@@ -163,7 +163,7 @@ class Supervisor:
     def _watch(self, sock: socket.socket | None) -> None:
         ready = all(self.flags)
         if ready and not self.all_ready:
-            log.info("ready: %d workers", self.settings.workers)
+            log.info("ready: %d workers", self.settings.worker_count)
             if self.on_ready is not None:
                 self.on_ready()
                 self.on_ready = None  # once: the first time the server is ready
