@@ -5,13 +5,17 @@ Setup (in a temporary directory): an ELECTRA-Small-shaped detector with random w
 WordPiece vocabulary (../shared/data; else one trained on a short text), exported to a fused bundle of
 --max-seq-len tokens (fp32; fp16 with --device cuda).
 
-Two configurations of `electra serve` (its defaults otherwise):
+Three configurations of `electra serve` (one worker, its defaults otherwise):
 
 - exact: `--pad-to-multiple-of 1`, each batch padded to its longest row, so every new length is a new shape;
   warm-up runs a few shapes;
 - buckets: `--pad-to-multiple-of N` (--multiple, 32 by default), lengths rounded up to a multiple of N, so the
   model meets max_seq_len / N shapes of length, and warm-up runs each of them (at one row, at the most
-  rows the token budget allows and at half that) before the server turns ready.
+  rows the token budget allows and at half that) before the server turns ready;
+- buckets_no_inline: the same with `--inline-max-ms 0`, so every model call runs on the batcher's thread (none
+  on the event loop). On the first H100 run each bucket's first request was slow after warm-up; warm-up
+  now runs on both threads. If buckets' first requests are still slow and these are not, the event loop's
+  calls are the slow ones; if both are, the cost is not one per calling thread.
 
 Each round starts a fresh server per configuration (order rotated, `benchlib.round_order`) and times it to
 ready; then sends one /detect per length of LENGTHS (each the first of its length that server sees: cold),
@@ -41,7 +45,7 @@ from typing import Any
 from bench.benchlib import random_models, result_header, round_order, summarize_ratio, write_result
 from bench.loadgen import BERT_VOCAB
 
-CONFIGS = ("exact", "buckets")
+CONFIGS = ("exact", "buckets", "buckets_no_inline")
 # Lengths in tokens ([CLS] and [SEP] included), none a multiple of 32, spread over a 512-token model.
 LENGTHS = (9, 21, 37, 50, 77, 101, 130, 171, 211, 259, 333, 419, 501)
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -82,7 +86,9 @@ def model_ms(url: str, text: str) -> float:
     return parse(timing)["model"]
 
 
-def one_server(bundle: Path, work: Path, device: str, multiple: int, lengths: list[int]) -> dict[str, Any]:
+def one_server(
+    bundle: Path, work: Path, device: str, multiple: int, extra: list[str], lengths: list[int]
+) -> dict[str, Any]:
     from electra.serving.process import free_port, serve_command, start_server
 
     port = free_port()
@@ -91,6 +97,7 @@ def one_server(bundle: Path, work: Path, device: str, multiple: int, lengths: li
         "--model", f"detector={bundle}", "--port", str(port), "--device", device,
         "--pad-to-multiple-of", str(multiple), "--log-level", "warning",
         "--workers", "1",  # every request to the one server whose first calls are timed
+        *extra,
     )  # fmt: skip
     started = time.perf_counter()
     with start_server(command, url=url, log=work / f"server-{port}.log", ready_timeout=600):
@@ -129,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     if not LENGTHS[0] <= args.max_seq_len <= most:
         parser.error(f"--max-seq-len must be between {LENGTHS[0]} and {most}, got {args.max_seq_len}")
     lengths = [n for n in LENGTHS if n <= args.max_seq_len]
-    multiples = {"exact": 1, "buckets": args.multiple}
+    multiples = {"exact": 1, "buckets": args.multiple, "buckets_no_inline": args.multiple}
+    extras = {"buckets_no_inline": ["--inline-max-ms", "0"]}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         bundle, model = build_bundle(work, args.device, args.max_seq_len)
@@ -137,18 +145,20 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             found: dict[str, Any] = {"load_average_start": list(os.getloadavg())}
             for name in round_order(CONFIGS, r):
-                found[name] = one_server(bundle, work, args.device, multiples[name], lengths)
+                found[name] = one_server(
+                    bundle, work, args.device, multiples[name], extras.get(name, []), lengths
+                )
                 f = found[name]
                 print(
-                    f"round {r + 1}/{args.rounds} {name:8s} ready {f['ready_s']:.1f} s; model ms cold median "
-                    f"{f['cold_median_ms']:.2f} max {f['cold_max_ms']:.2f}, "
+                    f"round {r + 1}/{args.rounds} {name:17s} ready {f['ready_s']:.1f} s; "
+                    f"model ms cold median {f['cold_median_ms']:.2f} max {f['cold_max_ms']:.2f}, "
                     f"warm median {f['warm_median_ms']:.2f}",
                     flush=True,
                 )
             rounds.append(found)
 
-    def ratios(key: str) -> dict[str, Any]:
-        return summarize_ratio([r["buckets"][key] / r["exact"][key] for r in rounds])
+    def ratios(key: str, config: str = "buckets") -> dict[str, Any]:
+        return summarize_ratio([r[config][key] / r["exact"][key] for r in rounds])
 
     record = {
         **result_header("serve_warmup", args.device),
@@ -159,7 +169,10 @@ def main(argv: list[str] | None = None) -> int:
             "design": "per round, a fresh server per configuration in rotated order, timed to /health/ready; "
             "one /detect per length one at a time (cold: the first of that length), then again (warm)",
             "model_ms": "the request's Server-Timing model;dur, the server's own ONNX Runtime time",
-            "configs": {name: f"--pad-to-multiple-of {m}" for name, m in multiples.items()},
+            "configs": {
+                name: " ".join([f"--pad-to-multiple-of {m}", *extras.get(name, [])])
+                for name, m in multiples.items()
+            },
         },
         "rounds": rounds,
         "buckets_vs_exact": {
@@ -168,10 +181,15 @@ def main(argv: list[str] | None = None) -> int:
             "warm_median_ms": ratios("warm_median_ms"),
             "ready_s": ratios("ready_s"),
         },
+        "buckets_no_inline_vs_exact": {
+            "cold_max_ms": ratios("cold_max_ms", "buckets_no_inline"),
+            "cold_median_ms": ratios("cold_median_ms", "buckets_no_inline"),
+        },
     }
     path = write_result(record, args.out, f"serve_warmup_{args.device}")
-    for key, summary in record["buckets_vs_exact"].items():
-        print(f"buckets / exact, {key}: median of per-round ratios {summary['median']:.2f}")
+    for config in ("buckets", "buckets_no_inline"):
+        for key, summary in record[f"{config}_vs_exact"].items():
+            print(f"{config} / exact, {key}: median of per-round ratios {summary['median']:.2f}")
     print(f"-> {path}")
     return 0
 

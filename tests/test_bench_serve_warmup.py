@@ -1,4 +1,4 @@
-"""bench/serve_warmup.py: its options checked before any work, and one round run for real (two servers, a
+"""bench/serve_warmup.py: its options checked before any work, and one round run for real (three servers, a
 small bundle), the record holding what the write-up reads from it."""
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ def test_one_round_times_both_configurations_and_their_ratios(tmp_path: Path) ->
     assert record["lengths"] == [9, 21, 37, 50]
     (round_,) = record["rounds"]
     assert round_["exact"]["pad_to_multiple_of"] == 1 and round_["buckets"]["pad_to_multiple_of"] == 16
-    for config in ("exact", "buckets"):
+    assert record["method"]["configs"]["buckets_no_inline"] == "--pad-to-multiple-of 16 --inline-max-ms 0"
+    for config in ("exact", "buckets", "buckets_no_inline"):
         found = round_[config]
         assert found["ready_s"] > 0
         assert set(found["cold_model_ms"]) == set(found["warm_model_ms"]) == {"9", "21", "37", "50"}
@@ -57,3 +58,6 @@ def test_one_round_times_both_configurations_and_their_ratios(tmp_path: Path) ->
     ratio = record["buckets_vs_exact"]["ready_s"]
     assert ratio["per_round"] == [pytest.approx(round_["buckets"]["ready_s"] / round_["exact"]["ready_s"])]
     assert ratio["median"] == pytest.approx(ratio["per_round"][0])
+    cold = record["buckets_no_inline_vs_exact"]["cold_max_ms"]
+    want = round_["buckets_no_inline"]["cold_max_ms"] / round_["exact"]["cold_max_ms"]
+    assert cold["per_round"] == [pytest.approx(want)]
