@@ -108,7 +108,7 @@ def cuda_plan(work: Path) -> list[Step]:
     base = "--device cuda --sizes base --batch-sizes 128 --rounds 2 --steps 10"
     serve = "--device cuda --quick --configs ours_batched,naive,bare --endpoints detect,classify"
     workers = "--device cuda --quick --configs ours_batched,ours_workers4,ours_workers8"
-    workers += " --endpoints classify,detect"
+    workers += " --endpoints classify,detect --client-processes 4"
     return [
         step("train_step_check", "train_step_check", "--device cuda --seq-len 128", 110),
         step(

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import gzip
+import multiprocessing
 import os
 import random
 import re
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -263,6 +266,10 @@ class PointResult:
     errors: int = 0
     error_samples: list[str] = field(default_factory=list)
     completed: int = 0  # every answered request, warm-up and past the window included
+    # The load generator's own CPU seconds and wall seconds over the whole run (every process's, summed): at
+    # about one core per process, the client and not the server may be what limits the point.
+    client_cpu_s: float = 0.0
+    client_wall_s: float = 0.0
 
 
 def summarize(point: PointResult) -> dict[str, Any]:
@@ -289,6 +296,7 @@ def summarize(point: PointResult) -> dict[str, Any]:
         "mean_ms": float(lat.mean()) if ok else None,
         "max_ms": float(lat.max()) if ok else None,
         "error_samples": point.error_samples,
+        "client_cores": point.client_cpu_s / point.client_wall_s if point.client_wall_s > 0 else None,
     }
 
 
@@ -345,6 +353,9 @@ async def closed_loop(
     concurrency: int,
     warmup_s: float,
     seconds: float,
+    processes: int = 1,
+    users: tuple[int, int] | None = None,
+    start: float | None = None,
 ) -> PointResult:
     """`concurrency` users, each on its own keep-alive connection, sending its next body as soon as the
     previous one answered.
@@ -352,7 +363,18 @@ async def closed_loop(
     Requests completing within [warm-up end, warm-up end + seconds] are recorded; users stop after the
     first request that completes past the window. User i starts at its own offset in `bodies` so the users
     do not send the same text in lockstep.
+
+    processes > 1 splits the users among that many client processes (one asyncio loop holds about one core,
+    which at several thousand requests a second is the client's limit, not the server's), with one window
+    for all (`start`: a time.perf_counter() value, which on Linux is one clock for every process); `users`
+    (first, total): this process's users are first.. of `total` (their offsets in `bodies`).
     """
+    if processes > 1:
+        return await _in_processes(base_url, path, bodies, concurrency, warmup_s, seconds, processes)
+    first, total = users or (0, concurrency)
+    if start is not None:
+        await asyncio.sleep(max(0.0, start - time.perf_counter()))
+    cpu_start, wall_start = time.process_time(), time.perf_counter()
     url = httpx.URL(base_url)
     host, port = url.host, url.port or 80
     requests = [raw_request(host, port, path, body) for body in bodies]
@@ -362,7 +384,7 @@ async def closed_loop(
 
     async def user(index: int) -> None:
         conn = RawHTTP(host, port)
-        i = index * len(requests) // concurrency
+        i = (first + index) * len(requests) // total
         try:
             while True:
                 request = requests[i % len(requests)]
@@ -391,4 +413,72 @@ async def closed_loop(
             conn.close()
 
     await asyncio.gather(*(user(u) for u in range(concurrency)))
+    result.client_cpu_s = time.process_time() - cpu_start
+    result.client_wall_s = time.perf_counter() - wall_start
     return result
+
+
+# Seconds between handing a point to the client processes and its start: each must be waiting by then.
+CLIENT_LEAD_S = 0.5
+_pools: dict[int, ProcessPoolExecutor] = {}
+
+
+def _client_pool(processes: int) -> ProcessPoolExecutor:
+    """The client processes, started once (spawned: nothing of the parent's threads or sessions) and kept."""
+    pool = _pools.get(processes)
+    if pool is None:
+        spawn = multiprocessing.get_context("spawn")
+        pool = _pools[processes] = ProcessPoolExecutor(processes, mp_context=spawn)
+        atexit.register(pool.shutdown)
+        # Every process started and its imports done now, not inside the first point's window.
+        list(pool.map(time.sleep, [0.2] * processes))
+    return pool
+
+
+def _client_process(*args: Any) -> PointResult:
+    return asyncio.run(closed_loop(*args))
+
+
+async def _in_processes(
+    base_url: str,
+    path: str,
+    bodies: Sequence[bytes],
+    concurrency: int,
+    warmup_s: float,
+    seconds: float,
+    processes: int,
+) -> PointResult:
+    """closed_loop's users split among `processes` client processes, one window for all, merged."""
+    pool = _client_pool(processes)
+    loop = asyncio.get_running_loop()
+    start = time.perf_counter() + CLIENT_LEAD_S
+    shares = [concurrency // processes + (i < concurrency % processes) for i in range(processes)]
+    firsts = [sum(shares[:i]) for i in range(processes)]
+    parts = await asyncio.gather(
+        *(
+            loop.run_in_executor(
+                pool,
+                _client_process,
+                base_url,
+                path,
+                list(bodies),
+                share,
+                warmup_s,
+                seconds,
+                1,
+                (first, concurrency),
+                start,
+            )
+            for share, first in zip(shares, firsts, strict=True)
+            if share
+        )
+    )
+    merged = PointResult(window_s=seconds)
+    for part in parts:
+        merged.latencies_s += part.latencies_s
+        merged.errors += part.errors
+        merged.error_samples += part.error_samples[: ERROR_SAMPLES - len(merged.error_samples)]
+        merged.completed += part.completed
+        merged.client_cpu_s += part.client_cpu_s
+        merged.client_wall_s = max(merged.client_wall_s, part.client_wall_s)
+    return merged

@@ -557,6 +557,7 @@ async def run_rounds(
     seconds: float,
     probe: Callable[[int], Awaitable[dict[str, Any]]] | None = None,
     say: Callable[[str], None] = print,
+    client_processes: int = 1,
 ) -> list[dict[str, Any]]:
     """`rounds` rounds; in each, for every (endpoint, concurrency) point, every server for one closed-loop
     window (warm-up + seconds), in round_order; then `probe(round)` (the overhead probe) if given.
@@ -574,7 +575,9 @@ async def run_rounds(
             for position, name in enumerate(order):
                 server = by_name[name]
                 before = server.counters()
-                point = await closed_loop(server.url, f"/{endpoint}", bodies[endpoint], c, warmup_s, seconds)
+                point = await closed_loop(
+                    server.url, f"/{endpoint}", bodies[endpoint], c, warmup_s, seconds, client_processes
+                )
                 after = server.counters()
                 server.check_alive()
                 row = {
@@ -592,7 +595,8 @@ async def run_rounds(
                 say(
                     f"round {r + 1}/{rounds} {name:<15} /{endpoint:<8} c={c:<3} {row['rps']:8.1f} rps  "
                     f"p50 {fmt(row['p50_ms'], '.1f')}  p99 {fmt(row['p99_ms'], '.1f')} ms  "
-                    f"cpu/req {fmt(row.get('cpu_ms_per_request'), '.2f')} ms  errors {row['errors']}"
+                    f"cpu/req {fmt(row.get('cpu_ms_per_request'), '.2f')} ms  "
+                    f"client {fmt(row['client_cores'], '.2f')} cores  errors {row['errors']}"
                 )
         record["windows"] = windows
         if probe is not None:
@@ -694,6 +698,7 @@ SUMMARY_KEYS = (
     "cpu_ms_per_request",
     "model_ms_per_call",
     "inputs_per_call",
+    "client_cores",
 )
 
 
@@ -812,12 +817,13 @@ def fmt(value: float | None, spec: str) -> str:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    head = ["config", "endpoint", "conc", "rps", "p50 ms", "p99 ms", "cpu/req", "in/call", "err"]
+    head = ["config", "endpoint", "conc", "rps", "p50 ms", "p99 ms", "cpu/req", "in/call", "client", "err"]
     print(f"\nmedians over rounds\n{head[0]:<15} {head[1]:<9} " + " ".join(f"{h:>8}" for h in head[2:]))
     for r in rows:
         cells = [f"{r['concurrency']:>8}", f"{r['rps_median']:>8.1f}"]
         cells += [fmt(r[f"{k}_median"], ">8.2f") for k in ("p50_ms", "p99_ms", "cpu_ms_per_request")]
-        cells += [fmt(r["inputs_per_call_median"], ">8.2f"), f"{r['errors']:>8}"]
+        cells += [fmt(r["inputs_per_call_median"], ">8.2f"), fmt(r["client_cores_median"], ">8.2f")]
+        cells.append(f"{r['errors']:>8}")
         print(f"{r['config']:<15} {r['endpoint']:<9} " + " ".join(cells))
 
 
@@ -907,6 +913,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--probe-texts", type=int, default=100, help="texts of the overhead probe, per round (0: none)"
     )
+    ap.add_argument(
+        "--client-processes",
+        type=int,
+        default=1,
+        help="client processes the users are split among (one holds about one core: several for thousands "
+        "of requests a second)",
+    )
     ap.add_argument("--quick", action="store_true", help="smoke test: 2 rounds of 1 s windows, few texts")
     ap.add_argument("--work-dir", type=Path, default=None, help="keep models, bundles and logs here")
     ap.add_argument("--out", type=Path, default=None)
@@ -919,6 +932,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.configs.append("ours_int8")
     if args.seconds <= 0 or args.warmup_seconds < 0 or args.rounds < 1:
         ap.error("--seconds and --rounds must be positive and --warmup-seconds not negative")
+    if not 1 <= args.client_processes <= (os.cpu_count() or 1) * 4:
+        ap.error(f"--client-processes must be between 1 and 4 per core, got {args.client_processes}")
     if args.device == "cuda" and "ours_int8" in args.configs:
         ap.error("int8 bundles are CPU only (no CUDA kernels for the dynamic-quantisation ops)")
     return args
@@ -1026,6 +1041,7 @@ def serve_and_measure(
                 args.seconds,
                 probe=probe if probed else None,
                 say=lambda line: print(line, flush=True),
+                client_processes=args.client_processes,
             )
         )
     finally:
@@ -1075,7 +1091,10 @@ def method(args: argparse.Namespace) -> dict[str, Any]:
         ),
         "window": {"warmup_seconds": args.warmup_seconds, "seconds": args.seconds},
         "load": "closed loop: each virtual user sends its next request when the previous one answers",
-        "client": "asyncio, a minimal HTTP/1.1 client, one keep-alive connection per user, same machine",
+        "client": "asyncio, a minimal HTTP/1.1 client, one keep-alive connection per user, same machine; "
+        f"{args.client_processes} client process(es), the users split among them",
+        "client_cores": "the load generator's CPU seconds (every client process's) per wall second: near "
+        "one per process, the client may be what limits the point",
         "body": 'one text per request: {"text": ...}, on /detect with "truncate": true (request_body)',
         "recorded": "requests completing inside the window; rps = successful ones / window",
         "percentiles": "numpy.percentile (linear) of successful requests' latencies",

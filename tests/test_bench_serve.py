@@ -330,6 +330,46 @@ def test_run_rounds_alternates_servers_and_their_ratio_holds() -> None:
     assert 1.8 < speedup["median"] < 4.0, speedup
 
 
+def test_users_split_among_client_processes_share_one_window_and_every_text() -> None:
+    """Four users in two client processes: all four in flight at once, each user's first body its own (the
+    users start at their offsets among all users, not each process's), and the clients' CPU recorded."""
+
+    async def main() -> tuple[loadgen.PointResult, FakeServer, list[bytes]]:
+        fake = FakeServer(0.02)
+        seen: list[bytes] = []
+        handle = fake.handle
+
+        async def recording(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            original = reader.readexactly
+
+            async def readexactly(n: int) -> bytes:  # each connection's (user's) first body, kept
+                data = await original(n)
+                if reader.readexactly is readexactly:
+                    seen.append(data)
+                    reader.readexactly = original  # type: ignore[method-assign]
+                return data
+
+            reader.readexactly = readexactly  # type: ignore[method-assign]
+            await handle(reader, writer)
+
+        listener = await asyncio.start_server(recording, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+        bodies = [f'{{"text": "{i}"}}'.encode() for i in range(4)]
+        try:
+            point = await loadgen.closed_loop(url, "/detect", bodies, 4, 0.05, 0.5, processes=2)
+        finally:
+            listener.close()
+        return point, fake, seen
+
+    point, fake, seen = asyncio.run(main())
+    assert fake.peak == 4 and point.errors == 0
+    assert point.completed == fake.total and len(point.latencies_s) > 0
+    assert sorted(seen) == [b'{"text": "0"}', b'{"text": "1"}', b'{"text": "2"}', b'{"text": "3"}']
+    assert point.client_wall_s > 0.5 and point.client_cpu_s > 0
+    summary = loadgen.summarize(point)
+    assert summary["client_cores"] == pytest.approx(point.client_cpu_s / point.client_wall_s)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Texts
 # ----------------------------------------------------------------------------------------------------------
