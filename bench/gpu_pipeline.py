@@ -191,9 +191,12 @@ class Pipeline:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         models = [f"{name}={self.work / f'bundle-{name}'}" for name in MODELS]
+        # One worker: a GPU's default is several, each loading and warming every model, which this stage's
+        # time limit is not set for (bench.serve_throughput's ours_workers4/8 serve with several).
         args = serve_command(
-            "--model", models[0], "--model", models[1], "--device", self.args.device, "--port", str(port)
-        )
+            "--model", models[0], "--model", models[1], "--device", self.args.device, "--port", str(port),
+            "--workers", "1",
+        )  # fmt: skip
         log = self.work / "logs" / "serve.log"
         start = time.monotonic()
         try:
