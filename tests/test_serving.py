@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -471,10 +471,12 @@ class GatedRunner(ModelRunner):
     waiting_at_gate: threading.Event
     batch_sizes: list[int]
 
-    def warm_up(self, max_batch_size: int, max_batch_tokens: int) -> int:
+    def warm_up_calls(self, max_batch_size: int, max_batch_tokens: int) -> list[Callable[[], object]]:
+        return [self._at_warm_gate, *super().warm_up_calls(max_batch_size, max_batch_tokens)]
+
+    def _at_warm_gate(self) -> None:
         if self.warm_gate is not None:
             assert self.warm_gate.wait(30)
-        return super().warm_up(max_batch_size, max_batch_tokens)
 
     def infer(self, batch: list[Any]) -> list[np.ndarray]:
         if self.infer_gate is not None:

@@ -14,7 +14,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import Any
 
 from electra.bundle import read_bundle
@@ -101,12 +100,12 @@ class BatchingBackend:
             for name, runner in self.runners.items():
                 start = time.perf_counter()
                 calls = await self.batchers[name].warm_up(
-                    partial(runner.warm_up, s.max_batch_size, s.max_batch_tokens)
+                    runner.warm_up_calls(s.max_batch_size, s.max_batch_tokens)
                 )
                 if runner.generator is not None:
                     shapes = runner.warm_up_shapes(s.max_batch_size, s.max_batch_tokens)
                     calls += await self.batchers[runner.generator.name].warm_up(
-                        partial(runner.generator.warm_up, shapes)
+                        runner.generator.warm_up_calls(shapes)
                     )
                 log.info(
                     "warm-up: %s, %d model calls (lengths padded to a multiple of %d) in %.1f s",

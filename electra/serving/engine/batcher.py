@@ -16,7 +16,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -178,20 +178,23 @@ class Batcher:
         """Inputs queued, not yet taken into a batch."""
         return len(self._queue)
 
-    async def warm_up(self, run: Callable[[], int]) -> int:
-        """`run` (a warm-up of this batcher's model, returning its number of calls) on every thread that calls
-        the model: the batcher's thread and, when calls may run inline, the event loop's. How many calls.
+    async def warm_up(self, calls: Sequence[Callable[[], object]]) -> int:
+        """The warm-up `calls` (one model call each) on every thread that calls the model: the batcher's
+        thread and, when calls may run inline, the event loop's, one call at a time so that health probes
+        are answered between them. How many calls it made.
 
         On the first H100 run of bench.serve_warmup (bench/results/gpu/2026-11-28-h100/serve_warmup.json),
         warm-up ran on a thread of its own and each length bucket's first request afterwards still took
         45-99 ms of model time against 2 ms warm. ONNX Runtime's CUDA provider keeps state per calling thread
         (its cuBLAS and cuDNN handles among it), which may be why; warming the threads that serve requests
         holds whatever the cause is per thread, and the next GPU run's serve_warmup says whether it was."""
-        loop = asyncio.get_running_loop()
-        calls = await loop.run_in_executor(self._executor, run)
-        if self.inline_max_s > 0:
-            calls += run()  # where inline calls run
-        return calls
+        await asyncio.get_running_loop().run_in_executor(self._executor, _call_each, calls)
+        if self.inline_max_s <= 0:
+            return len(calls)
+        for call in calls:  # where inline calls run
+            call()
+            await asyncio.sleep(0)
+        return 2 * len(calls)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"batcher-{self.runner.name}")
@@ -343,3 +346,8 @@ class Batcher:
         batch = take_batch(self._queue, self.max_batch_size, self.max_batch_tokens, self.padded)
         self.metrics.queue_size.set(self.waiting)
         return batch
+
+
+def _call_each(calls: Sequence[Callable[[], object]]) -> None:
+    for call in calls:
+        call()

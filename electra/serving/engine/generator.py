@@ -13,7 +13,9 @@ of a word rather than words.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -161,13 +163,13 @@ class GeneratorRunner:
         """The length a batch whose longest row has `length` tokens is padded to."""
         return padded_length(length, self.pad_multiple, self.max_seq_len)
 
-    def warm_up(self, shapes: list[tuple[int, int]]) -> int:
-        """Each (rows, tokens) shape of its detector's warm-up, one position masked per row, so a first
-        suggestion skips ONNX Runtime's setup of a new shape. How many calls it made."""
-        for rows, tokens in shapes:
-            one = masked_input([self.pad_id + 1] * tokens, [0] * tokens, (1,), 5)
-            self.infer([one] * rows)
-        return len(shapes)
+    def warm_up_calls(self, shapes: list[tuple[int, int]]) -> list[Callable[[], object]]:
+        """One call per (rows, tokens) shape of its detector's warm-up, one position masked per row, so a
+        first suggestion skips ONNX Runtime's setup of a new shape."""
+        return [partial(self._warm, rows, tokens) for rows, tokens in shapes]
+
+    def _warm(self, rows: int, tokens: int) -> None:
+        self.infer([masked_input([self.pad_id + 1] * tokens, [0] * tokens, (1,), 5)] * rows)
 
     def describe(self) -> dict[str, Any]:
         """What GET /models says about the generator."""

@@ -6,6 +6,8 @@ Imports neither torch nor transformers: a serving image carries ONNX Runtime, to
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -182,14 +184,24 @@ class ModelRunner:
         """(rows, tokens) of each warm-up call: its generator's too (electra.serving.engine.shapes)."""
         return warm_up_shapes(self.max_seq_len, self.pad_multiple, max_batch_size, max_batch_tokens)
 
+    def warm_up_calls(self, max_batch_size: int, max_batch_tokens: int) -> list[Callable[[], object]]:
+        """One call per shape a request can give the model (with buckets; else the shapes a server meets
+        first), so that no request pays ONNX Runtime's setup of a new shape. Its generator is warmed up apart
+        (Backend.warm_up), on the threads of its own batcher."""
+        return [
+            partial(self._warm, rows, tokens)
+            for rows, tokens in self.warm_up_shapes(max_batch_size, max_batch_tokens)
+        ]
+
     def warm_up(self, max_batch_size: int, max_batch_tokens: int) -> int:
-        """Run every shape a request can give the model (with buckets; else the shapes a server meets first),
-        so that no request pays ONNX Runtime's setup of a new shape. How many calls it made. Its generator
-        is warmed up apart (Backend.warm_up), on the threads of its own batcher."""
-        shapes = self.warm_up_shapes(max_batch_size, max_batch_tokens)
-        for rows, tokens in shapes:
-            self.infer([self._filler(tokens)] * rows)
-        return len(shapes)
+        """Every warm-up call, here and now (a server makes them through its batcher); how many."""
+        calls = self.warm_up_calls(max_batch_size, max_batch_tokens)
+        for call in calls:
+            call()
+        return len(calls)
+
+    def _warm(self, rows: int, tokens: int) -> None:
+        self.infer([self._filler(tokens)] * rows)
 
     def _filler(self, tokens: int) -> Encoded:
         """An input of `tokens` tokens: [CLS], copies of the first ordinary token, [SEP]."""
