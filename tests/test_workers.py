@@ -67,6 +67,19 @@ def test_each_worker_on_a_cpu_takes_its_share_of_the_cores() -> None:
     assert cpu_threads(ServeSettings(models=one.models, workers=4, device="cuda"), cores=16) == 0
 
 
+def test_workers_default_to_one_on_a_cpu_and_one_per_four_cores_up_to_four_on_a_gpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    models = (ModelSpec("m", Path("b")),)
+    for cores, want in ((64, 4), (16, 4), (12, 3), (7, 1), (2, 1), (1, 1)):
+        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
+        assert ServeSettings(models=models, device="cuda").worker_count == want, cores
+        assert ServeSettings(models=models).worker_count == 1, cores  # a CPU's cores go to ONNX Runtime
+        assert ServeSettings(models=models, device="cuda", workers=2).worker_count == 2
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert ServeSettings(models=models, device="cuda").worker_count == 1
+
+
 @pytest.mark.slow
 def test_workers_count_together_and_one_that_dies_is_replaced(
     two_workers: None, serving_bundles: dict[str, Path], tmp_path: Path
