@@ -91,7 +91,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         # A switch alone means true (--auto-truncate, as text-embeddings-inference's), or takes true/false.
         switch = {"nargs": "?", "const": "true", "metavar": "true|false"} if o.parse is parse_bool else {}
         shown = str(o.default).lower() if o.parse is parse_bool else o.default
-        help = f"{o.help} (default {shown}; env {env_name(option)})"
+        # No default (None): the help says what applies when it is not given.
+        default = "" if o.default is None else f"default {shown}; "
+        help = f"{o.help} ({default}env {env_name(option)})"
         p.add_argument(f"--{option}", default=None, help=help, **switch)
     p.add_argument(
         "--access-log",
