@@ -103,7 +103,7 @@ CALLS = {
 def cuda_plan(work: Path) -> list[Step]:
     """The full suite on one GPU, in two calls (CALLS). The limits leave room for a fresh machine's first
     torch.compile (on the 2026-11-28 H100, train_step_check, pretrain_small and pretrain_base ran out of 70,
-    100 and 75 s compiling, and took 25-55 s once the compile cache was warm)."""
+    100 and 75 s with no result; run again with the compile cache the first tries left, they took 20-60 s)."""
     small = "--device cuda --sizes small --batch-sizes 128 --rounds 3 --steps 10"
     base = "--device cuda --sizes base --batch-sizes 128 --rounds 2 --steps 10"
     serve = "--device cuda --quick --configs ours_batched,naive,bare --endpoints detect,classify"
