@@ -34,6 +34,7 @@ from electra.serving.engine.batcher import (
     _Item,
     take_batch,
 )
+from electra.serving.engine.metadata import RequestMetadata
 from electra.serving.engine.metrics import ModelMetrics
 
 GATE_TIMEOUT_S = 10.0
@@ -518,10 +519,13 @@ def test_calls_go_to_the_model_thread_while_other_work_is_queued_or_on_its_way()
         await b.submit(encs(5))  # timed: lone calls may now run inline
         gate.clear()
         runner.entered.clear()
-        # Two requests at once: the first call must leave the event loop free for the second one
-        # (a gated call on the event loop would block it, and this test, for good).
-        first = asyncio.create_task(b.submit(encs(5, start=1)))
-        second = asyncio.create_task(b.submit(encs(5, start=2)))
+        # Two requests at once, each on its way from its first byte as the server counts them: the first
+        # call must leave the event loop free for the second one (a gated call on the event loop would
+        # block it, and this test, for good).
+        arrivals.expect()
+        arrivals.expect()
+        first = asyncio.create_task(arrive_and_submit(arrivals, b, encs(5, start=1)))
+        second = asyncio.create_task(arrive_and_submit(arrivals, b, encs(5, start=2)))
         await asyncio.to_thread(runner.entered.wait, GATE_TIMEOUT_S)
         arrivals.expect()  # and one more on its way
         gate.set()
@@ -534,9 +538,114 @@ def test_calls_go_to_the_model_thread_while_other_work_is_queued_or_on_its_way()
     assert threading.main_thread().name not in runner.threads
 
 
-def test_each_request_learns_its_queue_and_model_time() -> None:
-    from electra.serving.engine.metadata import RequestMetadata
+async def arrive_and_submit(arrivals: Arrivals, b: Batcher, inputs: list[Enc]) -> list[np.ndarray]:
+    """What the server's backend does with a request counted on its way: it arrives, then submits."""
+    arrivals.arrived()
+    return await b.submit(inputs)
 
+
+def counting_collects(b: Batcher) -> list[int]:
+    """How many batches the batching task has collected, counted as it goes (one element per batch)."""
+    collected: list[int] = []
+    collect = b._collect
+
+    async def counted() -> list[Any]:
+        batch = await collect()
+        collected.append(len(batch))
+        return batch
+
+    b._collect = counted  # type: ignore[method-assign]
+    return collected
+
+
+def test_a_lone_input_on_an_idle_server_runs_at_once_on_the_event_loop_without_queueing() -> None:
+    runner = StubRunner()
+    registry = CollectorRegistry()
+
+    async def scenario() -> tuple[list[int], dict[str, float]]:
+        b = Batcher(runner, metrics(registry), 8192, 32, 0.0, 100, inline_max_ms=60_000.0)
+        collected = counting_collects(b)
+        b.start()
+        await b.submit(encs(5))  # the first call has no timing to predict from: it queues
+        meta = RequestMetadata()
+        assert_own_rows(encs(7, start=1), await b.submit(encs(7, start=1), meta))
+        await b.close()
+        return collected, meta.stages
+
+    collected, stages = run(scenario())
+    assert collected == [1]  # the first input only
+    assert runner.batches == [[0], [1]]
+    assert runner.threads[1] == threading.main_thread().name
+    assert stages["queue"] == 0.0 and stages["model"] > 0
+    # Counted as a batch of one that waited for nothing: the metrics read as for a queued call.
+    assert sample(registry, "electra_batch_size_count") == 2
+    assert sample(registry, "electra_batch_tokens_sum") == 5 + 7
+    assert sample(registry, "electra_tokens_processed_total") == 5 + 7
+    assert sample(registry, "electra_queue_wait_seconds_count") == 2
+    assert sample(registry, "electra_inference_seconds_count") == 2
+
+
+@pytest.mark.parametrize("case", ["on its way", "queued", "running", "predicted long", "several inputs"])
+def test_an_input_queues_while_anything_else_is_about_or_the_call_is_long(case: str) -> None:
+    """Each condition of Batcher._idle alone sends an input through the queue and the batching task."""
+    runner = StubRunner()
+
+    async def scenario() -> list[int]:
+        arrivals = Arrivals()
+        b = Batcher(runner, metrics(), 10**9, 32, 1000.0, 100, arrivals, inline_max_ms=60_000.0)
+        collected = counting_collects(b)
+        b.start()
+        await b.submit(encs(5))  # timed
+        if case == "on its way":
+            arrivals.expect()
+            task = asyncio.create_task(b.submit(encs(5, start=1)))
+            await asyncio.sleep(0.01)
+            assert b.waiting == 1  # queued, its batch waiting for the one on its way
+            arrivals.arrived()
+            await task
+        elif case == "queued":  # two inputs queued, the batching task not yet at them: the lone one joins
+            both = asyncio.create_task(b.submit(encs(5, 5, start=1)))
+            lone = asyncio.create_task(b.submit(encs(5, start=3)))
+            await asyncio.gather(both, lone)
+        elif case == "running":
+            arrivals.running += 1  # another model's call
+            await b.submit(encs(5, start=1))
+            arrivals.running -= 1
+        elif case == "predicted long":
+            await b.submit(encs(10**8, start=1))
+        else:
+            await b.submit(encs(5, 5, start=1))
+        await b.close()
+        return collected
+
+    assert run(scenario()) == [1, {"several inputs": 2, "queued": 3}.get(case, 1)]
+
+
+def test_an_arrival_wakes_only_a_batching_task_that_waits_for_company() -> None:
+    runner = StubRunner()
+
+    async def scenario() -> None:
+        arrivals = Arrivals()
+        b = Batcher(runner, metrics(), 8192, 32, 1000.0, 100, arrivals)
+        b.start()
+        await asyncio.sleep(0)
+        arrivals.expect()
+        arrivals.arrived()
+        assert not b._wakeup.is_set()  # idle: nothing for it to do
+        arrivals.expect()
+        task = asyncio.create_task(b.submit(encs(5)))
+        await asyncio.sleep(0.01)
+        assert b.waiting == 1  # its batch waits up to max_wait for the one on its way
+        started = time.perf_counter()
+        arrivals.arrived()
+        await task
+        assert time.perf_counter() - started < 0.5  # woken by the arrival, not max_wait's end
+        await b.close()
+
+    run(scenario())
+
+
+def test_each_request_learns_its_queue_and_model_time() -> None:
     runner = StubRunner()
 
     async def scenario() -> dict[str, float]:

@@ -5,7 +5,8 @@ while the padded batch (rows x longest row) stays under the token budget and the
 is not full and other requests are still tokenizing, it waits up to max_wait_ms for them. ONNX Runtime runs
 in a worker thread so the event loop keeps serving HTTP; while one batch runs, the next one fills, which is
 where the throughput comes from. The exception is a server with nothing else to do (see Batcher._runs_inline):
-a short call then runs on the event loop itself, saving the two thread hand-offs.
+a short call then runs on the event loop itself, saving the two thread hand-offs, and a request's lone input
+runs there at once, without queueing (Batcher._idle).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from electra.serving.engine.call_times import CallTimes
 from electra.serving.engine.errors import InferenceFailed, QueueFull, ShuttingDown
 
 if TYPE_CHECKING:
@@ -76,18 +78,18 @@ class Arrivals:
     def __init__(self) -> None:
         self.count = 0
         self.running = 0
-        self._listeners: list[asyncio.Event] = []
+        self._listeners: list[Callable[[], None]] = []
 
-    def listen(self, event: asyncio.Event) -> None:
-        self._listeners.append(event)
+    def listen(self, arrived: Callable[[], None]) -> None:
+        self._listeners.append(arrived)
 
     def expect(self) -> None:
         self.count += 1
 
     def arrived(self) -> None:
         self.count -= 1
-        for event in self._listeners:
-            event.set()
+        for arrived in self._listeners:
+            arrived()
 
 
 def take_batch(
@@ -167,11 +169,13 @@ class Batcher:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ort-{runner.name}")
         self._recent_batch_s = 0.05
         self.inline_max_s = inline_max_ms / 1000.0
-        # Seconds per padded token of recent calls; None until the first call (which never runs inline).
-        self._s_per_token: float | None = None
+        # Recent calls' times against their padded tokens: a call is predicted from them (see CallTimes);
+        # the first call, with nothing to predict from, never runs inline.
+        self._times = CallTimes()
         self._calls = 0
         self.arrivals = arrivals or Arrivals()
-        self.arrivals.listen(self._wakeup)
+        self._collecting = False  # waiting in _collect for requests on their way
+        self.arrivals.listen(self._arrived)
 
     @property
     def waiting(self) -> int:
@@ -196,6 +200,12 @@ class Batcher:
             await asyncio.sleep(0)
         return 2 * len(calls)
 
+    def _arrived(self) -> None:
+        # Only a batch that waits for company needs to hear of an arrival: waking the idle task would cost
+        # a pass of the event loop on every request, to find its queue empty.
+        if self._collecting:
+            self._wakeup.set()
+
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"batcher-{self.runner.name}")
 
@@ -207,6 +217,8 @@ class Batcher:
         if self.waiting + len(inputs) > self.max_queue:
             self.metrics.rejected.inc()
             raise QueueFull(self.runner.name, self.waiting, self.max_queue, self._retry_after())
+        if len(inputs) == 1 and self._idle(inputs[0]):
+            return self._run_here(inputs[0], meta)
         loop = asyncio.get_running_loop()
         items = [_Item(e, loop.create_future()) for e in inputs]
         self._queue.extend(items)
@@ -274,12 +286,8 @@ class Batcher:
         for item in batch:
             item.waited = now - item.enqueued
             self.metrics.queue_wait.observe(item.waited)
-        width = self.padded(max(item.encoded.length for item in batch))
-        padded = width * len(batch)
-        self.metrics.batch_size.observe(len(batch))
-        self.metrics.batch_tokens.observe(padded)
-        self.metrics.tokens.inc(sum(item.encoded.length for item in batch))
         inputs = [i.encoded for i in batch]
+        padded = self._count(inputs)
         self.arrivals.running += 1
         try:
             if self._runs_inline(padded):
@@ -288,10 +296,10 @@ class Batcher:
                 loop = asyncio.get_running_loop()
                 rows, elapsed = await loop.run_in_executor(self._executor, self._infer, inputs, padded)
         except Exception as e:  # A failed model call fails its requests, never the batching task.
-            log.exception("model %s: inference failed on a batch of %d", self.runner.name, len(batch))
+            failure = self._failed(e, len(batch))
             for item in batch:
                 if not item.future.done():
-                    item.future.set_exception(InferenceFailed(f"model {self.runner.name!r}: {e}"))
+                    item.future.set_exception(failure)
             return
         finally:
             self.arrivals.running -= 1
@@ -301,39 +309,90 @@ class Batcher:
             if not item.future.done():
                 item.future.set_result(row)
 
+    def _idle(self, encoded: Encoded) -> bool:
+        """Whether a request's lone input may skip the queue and run at once, on the event loop: nothing is
+        queued, on its way (Arrivals) or running, and the call is predicted short (see _runs_inline).
+
+        Through the queue, the input waits for the batching task's turn on the event loop and the request
+        for its own turn after the call: two more passes of the loop, which on a 2-core VM cost the server
+        about 0.1 ms of CPU per request at concurrency 1 (in process, bench/serve_layers.py's request on the
+        tiny model: 0.10-0.14 ms of 0.63-0.78 ms). A request whose bytes came in the same instant but whose
+        task has not yet run is not yet on its way: it waits for this call, as a request arriving during
+        an inline call does."""
+        return (
+            not self._queue
+            and self.arrivals.count == 0
+            and self.arrivals.running == 0
+            and self._short(self.padded(encoded.length))
+        )
+
+    def _run_here(self, encoded: Encoded, meta: RequestMetadata | None) -> list[np.ndarray]:
+        """`encoded`'s row from a model call made here, on the event loop, counted as a batch of one that
+        waited for nothing (InferenceFailed as a queued call's)."""
+        self.metrics.queue_wait.observe(0.0)
+        padded = self._count([encoded])
+        self.arrivals.running += 1
+        try:
+            rows, elapsed = self._infer([encoded], padded)
+        except Exception as e:
+            raise self._failed(e, 1) from e
+        finally:
+            self.arrivals.running -= 1
+        self._calls += 1
+        if meta is not None:
+            meta.add("queue", 0.0)
+            meta.add("model", elapsed)
+        return rows
+
+    def _count(self, inputs: list[Encoded]) -> int:
+        """A call's inputs counted in the batch metrics; its padded tokens."""
+        width = self.padded(max(e.length for e in inputs))
+        padded = width * len(inputs)
+        self.metrics.batch_size.observe(len(inputs))
+        self.metrics.batch_tokens.observe(padded)
+        self.metrics.tokens.inc(sum(e.length for e in inputs))
+        return padded
+
+    def _failed(self, e: Exception, rows: int) -> InferenceFailed:
+        log.exception("model %s: inference failed on a batch of %d", self.runner.name, rows)
+        return InferenceFailed(f"model {self.runner.name!r}: {e}")
+
     def _runs_inline(self, padded_tokens: int) -> bool:
         """Whether this call runs on the event loop rather than in the worker thread.
 
         Handing a call to the worker thread and its result back wakes a sleeping thread twice; on a 2-core
         VM the two cost 0.2-0.5 ms of a short request's latency (measured at concurrency 1 against the same
         server with inline_max_ms 0). When nothing else is queued or on its way and no other model call
-        runs, no one needs the event loop meanwhile, so a call predicted (from recent calls' time per padded
-        token) to take at most inline_max_ms blocks it instead: requests that arrive meanwhile wait in the
-        socket for at most that long, as they would wait for the model anyway, and the next call goes to the
-        thread.
+        runs, no one needs the event loop meanwhile, so a call predicted from recent calls
+        (electra.serving.engine.call_times) to take at most inline_max_ms blocks it instead: requests that
+        arrive meanwhile wait in the socket for at most that long, as they would wait for the model anyway,
+        and the next call goes to the thread.
         """
         return (
-            self._s_per_token is not None
-            and not self._queue
+            not self._queue
             and self.arrivals.count == 0
             and self.arrivals.running == 1  # this call only
-            and padded_tokens * self._s_per_token <= self.inline_max_s
+            and self._short(padded_tokens)
         )
+
+    def _short(self, padded_tokens: int) -> bool:
+        """Whether a call of `padded_tokens` is predicted to take at most inline_max."""
+        predicted = self._times.predict(padded_tokens)
+        return predicted is not None and predicted <= self.inline_max_s
 
     def _infer(self, inputs: list[Encoded], padded_tokens: int) -> tuple[list[np.ndarray], float]:
         start = time.perf_counter()
         rows = self.runner.infer(inputs)
         elapsed = time.perf_counter() - start
         self._recent_batch_s = 0.8 * self._recent_batch_s + 0.2 * elapsed
-        per_token = elapsed / padded_tokens
-        previous = per_token if self._s_per_token is None else self._s_per_token
-        self._s_per_token = 0.8 * previous + 0.2 * per_token
+        self._times.add(padded_tokens, elapsed)
         self.metrics.inference.observe(elapsed)
         return rows, elapsed
 
     async def _collect(self) -> list[_Item]:
         """The next batch, after waiting up to max_wait for requests that are still tokenizing."""
         deadline = time.perf_counter() + self.max_wait_s
+        self._collecting = True
         # Wait only for requests known to be on their way: when nothing is, waiting would add max_wait to
         # a lone request's latency and batch nothing.
         while self.waiting < self.max_batch_size and self.arrivals.count > 0 and not self._closing:
@@ -343,6 +402,7 @@ class Batcher:
             self._wakeup.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), remaining)
+        self._collecting = False
         batch = take_batch(self._queue, self.max_batch_size, self.max_batch_tokens, self.padded)
         self.metrics.queue_size.set(self.waiting)
         return batch
