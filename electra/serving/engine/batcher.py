@@ -314,11 +314,10 @@ class Batcher:
         queued, on its way (Arrivals) or running, and the call is predicted short (see _runs_inline).
 
         Through the queue, the input waits for the batching task's turn on the event loop and the request
-        for its own turn after the call: two more passes of the loop, which on a 2-core VM cost the server
-        about 0.1 ms of CPU per request at concurrency 1 (in process, bench/serve_layers.py's request on the
-        tiny model: 0.10-0.14 ms of 0.63-0.78 ms). A request whose bytes came in the same instant but whose
-        task has not yet run is not yet on its way: it waits for this call, as a request arriving during
-        an inline call does."""
+        for its own turn after the call: two more passes of the loop, which on a 2-core VM cost 49 us of the
+        653 us of CPU a request took in process (bench/serve_layers.py, tiny model; docs/serving.md). A
+        request whose bytes came in the same instant but whose task has not yet run is not yet on its way:
+        it waits for this call, as a request arriving during an inline call does."""
         return (
             not self._queue
             and self.arrivals.count == 0
