@@ -401,6 +401,24 @@ def test_a_failed_model_call_fails_its_batch_only() -> None:
     assert runner.batches == [[0, 1], [2, 3], [7]]
 
 
+def test_a_failed_call_made_at_once_fails_its_request_only() -> None:
+    runner = StubRunner(fail_on=1)
+
+    async def scenario() -> None:
+        b = batcher(runner, inline_max_ms=60_000.0)
+        b.start()
+        await b.submit(encs(5))  # timed: the next lone input runs at once
+        with pytest.raises(InferenceFailed, match=r"'stub'.*boom"):
+            await b.submit(encs(5, start=1))
+        assert b.arrivals.running == 0  # the failed call no longer counts as running
+        assert_own_rows(encs(5, start=2), await b.submit(encs(5, start=2)))
+        await b.close()
+
+    run(scenario())
+    assert runner.batches == [[0], [1], [2]]
+    assert runner.threads[1:] == [threading.main_thread().name] * 2
+
+
 def test_inputs_of_a_departed_client_never_reach_the_model() -> None:
     gate = threading.Event()
     runner = StubRunner(gate=gate)
