@@ -1,9 +1,7 @@
 """What each layer of the server's request path costs: CPU time per /detect request, in process (the ASGI app
 called directly, no network, so the figures are the app's own): the full app, whose hot path
 (electra.serving.http.hot_path) answers /detect; the same app with the hot path stepped aside, so the request
-goes through Litestar's route and the middlewares, and that with one middleware left out; the full app with
-every input through its batcher's queue and batching task (as before a lone input on an idle server ran at
-once: electra.serving.engine.batcher.Batcher._idle); beside
+goes through Litestar's route and the middlewares, and that with one middleware left out; beside
 `bench.bare_server`'s app and a minimal Litestar app that calls the same runner (the framework's own floor).
 Variants alternate in rounds (order rotated, `benchlib.round_order`); a middleware's cost is the median over
 rounds of (through Litestar - without it), anything else's a difference from the full app, each round's
@@ -54,9 +52,6 @@ MIDDLEWARES = {
 
 # The full app without its hot path (see apps).
 THROUGH_LITESTAR = "through litestar"
-# The full app with every input queued for the batching task, as before a lone input on an idle server ran at
-# once (electra.serving.engine.batcher.Batcher._idle; see queue_every_input).
-QUEUED = "full, every input queued"
 # --inline-max-ms for every variant: longer than any call (see apps).
 INLINE_ALWAYS_MS = 600_000.0
 # ONNX Runtime threads of every variant's model (see apps).
@@ -195,7 +190,7 @@ def apps(bundle: Path) -> dict[str, Any]:
     settings = ServeSettings(
         models=(ModelSpec("detector", bundle),), inline_max_ms=INLINE_ALWAYS_MS, threads=ORT_THREADS
     )
-    out: dict[str, Any] = {"full": create_app(settings), QUEUED: create_app(settings)}
+    out: dict[str, Any] = {"full": create_app(settings)}
     # The same app without its hot path (electra.serving.http.hot_path; --hot-path false): every request
     # through Litestar's route and the middlewares, as a request the hot path hands on goes; and each
     # middleware's share of that.
@@ -211,19 +206,11 @@ def apps(bundle: Path) -> dict[str, Any]:
     return out
 
 
-def queue_every_input(app: Any) -> None:
-    """The started app's batchers send every input through their queue and batching task."""
-    for batcher in app.state.electra.engine.batchers.values():
-        batcher._idle = lambda encoded: False
-
-
 async def measure(
     variants: dict[str, Any], rounds: int, requests: int, say: Callable[[str], None]
 ) -> dict[str, Any]:
     for app in variants.values():
         await start(app)
-    queue_every_input(variants[QUEUED])
-    for app in variants.values():
         for _ in range(200):  # warm: ORT's first calls, Litestar's caches
             status = await call(app)
             if status != 200:

@@ -5,8 +5,13 @@ while the padded batch (rows x longest row) stays under the token budget and the
 is not full and other requests are still tokenizing, it waits up to max_wait_ms for them. ONNX Runtime runs
 in a worker thread so the event loop keeps serving HTTP; while one batch runs, the next one fills, which is
 where the throughput comes from. The exception is a server with nothing else to do (see Batcher._runs_inline):
-a short call then runs on the event loop itself, saving the two thread hand-offs, and a request's lone input
-runs there at once, without queueing (Batcher._idle).
+a short call then runs on the event loop itself, saving the two thread hand-offs.
+
+A lone input does not skip the queue, even on an idle server: requests whose bytes came in the same pass of
+the event loop have tasks that have not run yet, which no count can see, and an input run at once would run
+alone while they wait. Tried (commit cd4e5ce): at concurrency 1 a request took 596 us of CPU in process
+against 653 us through the queue, and at 64 and 256 clients every model call ran a single input
+(bench/results/serve_tail_cpu_tiny.json, commit 946c3eb).
 """
 
 from __future__ import annotations
@@ -217,8 +222,6 @@ class Batcher:
         if self.waiting + len(inputs) > self.max_queue:
             self.metrics.rejected.inc()
             raise QueueFull(self.runner.name, self.waiting, self.max_queue, self._retry_after())
-        if len(inputs) == 1 and self._idle(inputs[0]):
-            return self._run_here(inputs[0], meta)
         loop = asyncio.get_running_loop()
         items = [_Item(e, loop.create_future()) for e in inputs]
         self._queue.extend(items)
@@ -286,8 +289,12 @@ class Batcher:
         for item in batch:
             item.waited = now - item.enqueued
             self.metrics.queue_wait.observe(item.waited)
+        width = self.padded(max(item.encoded.length for item in batch))
+        padded = width * len(batch)
+        self.metrics.batch_size.observe(len(batch))
+        self.metrics.batch_tokens.observe(padded)
+        self.metrics.tokens.inc(sum(item.encoded.length for item in batch))
         inputs = [i.encoded for i in batch]
-        padded = self._count(inputs)
         self.arrivals.running += 1
         try:
             if self._runs_inline(padded):
@@ -296,10 +303,10 @@ class Batcher:
                 loop = asyncio.get_running_loop()
                 rows, elapsed = await loop.run_in_executor(self._executor, self._infer, inputs, padded)
         except Exception as e:  # A failed model call fails its requests, never the batching task.
-            failure = self._failed(e, len(batch))
+            log.exception("model %s: inference failed on a batch of %d", self.runner.name, len(batch))
             for item in batch:
                 if not item.future.done():
-                    item.future.set_exception(failure)
+                    item.future.set_exception(InferenceFailed(f"model {self.runner.name!r}: {e}"))
             return
         finally:
             self.arrivals.running -= 1
@@ -308,53 +315,6 @@ class Batcher:
             item.call = (self._calls, elapsed)
             if not item.future.done():
                 item.future.set_result(row)
-
-    def _idle(self, encoded: Encoded) -> bool:
-        """Whether a request's lone input may skip the queue and run at once, on the event loop: nothing is
-        queued, on its way (Arrivals) or running, and the call is predicted short (see _runs_inline).
-
-        Through the queue, the input waits for the batching task's turn on the event loop and the request
-        for its own turn after the call: two more passes of the loop, which on a 2-core VM cost 49 us of the
-        653 us of CPU a request took in process (bench/serve_layers.py, tiny model; docs/serving.md). A
-        request whose bytes came in the same instant but whose task has not yet run is not yet on its way:
-        it waits for this call, as a request arriving during an inline call does."""
-        return (
-            not self._queue
-            and self.arrivals.count == 0
-            and self.arrivals.running == 0
-            and self._short(self.padded(encoded.length))
-        )
-
-    def _run_here(self, encoded: Encoded, meta: RequestMetadata | None) -> list[np.ndarray]:
-        """`encoded`'s row from a model call made here, on the event loop, counted as a batch of one that
-        waited for nothing (InferenceFailed as a queued call's)."""
-        self.metrics.queue_wait.observe(0.0)
-        padded = self._count([encoded])
-        self.arrivals.running += 1
-        try:
-            rows, elapsed = self._infer([encoded], padded)
-        except Exception as e:
-            raise self._failed(e, 1) from e
-        finally:
-            self.arrivals.running -= 1
-        self._calls += 1
-        if meta is not None:
-            meta.add("queue", 0.0)
-            meta.add("model", elapsed)
-        return rows
-
-    def _count(self, inputs: list[Encoded]) -> int:
-        """A call's inputs counted in the batch metrics; its padded tokens."""
-        width = self.padded(max(e.length for e in inputs))
-        padded = width * len(inputs)
-        self.metrics.batch_size.observe(len(inputs))
-        self.metrics.batch_tokens.observe(padded)
-        self.metrics.tokens.inc(sum(e.length for e in inputs))
-        return padded
-
-    def _failed(self, e: Exception, rows: int) -> InferenceFailed:
-        log.exception("model %s: inference failed on a batch of %d", self.runner.name, rows)
-        return InferenceFailed(f"model {self.runner.name!r}: {e}")
 
     def _runs_inline(self, padded_tokens: int) -> bool:
         """Whether this call runs on the event loop rather than in the worker thread.
