@@ -18,6 +18,8 @@ until the last:
   ours_workers2    electra serve --workers 2 (defaults otherwise: each worker's ONNX Runtime gets half the
                    cores); its CPU per request counts the supervisor and its workers
   ours_workers4/8  the same with 4 and 8 workers (for a GPU host's cores: N model instances on one GPU)
+  ours_arrival     electra serve --batch-order arrival (a batch takes the next inputs in arrival order, not
+                   those of about the oldest one's length); ours_workers4_arrival: with --workers 4 too
   naive            bench/naive_server.py: Litestar sync handlers calling transformers on PyTorch eager
                    (ElectraForPreTraining + fast tokenizer; pipeline("text-classification")), one request at
                    a time, truncating at the same 128 tokens
@@ -144,6 +146,8 @@ ALL_CONFIGS = (
     "ours_granian",
     "ours_int8",
     *(f"ours_workers{n}" for n in WORKER_COUNTS),
+    "ours_arrival",
+    "ours_workers4_arrival",
     "ours_litestar",
 )
 # The issue's targets (issue 15), checked at concurrency 32 on /detect (the main endpoint).
@@ -423,6 +427,8 @@ def server_specs(
         "ours_granian": lambda: ours("fp32", ["--http-server", "granian"]),
         "ours_int8": lambda: ours("int8", []),
         **{f"ours_workers{n}": (lambda n=n: ours("fp32", ["--workers", str(n)])) for n in WORKER_COUNTS},
+        "ours_arrival": lambda: ours("fp32", ["--batch-order", "arrival"]),
+        "ours_workers4_arrival": lambda: ours("fp32", ["--workers", "4", "--batch-order", "arrival"]),
         "ours_litestar": lambda: ours("fp32", ["--hot-path", "false"]),
         "naive": lambda: naive,
         "bare": lambda: bare,
@@ -647,6 +653,11 @@ RATIOS = {
             (f"workers1_vs_workers{n}_p99", ("ours_batched", f"ours_workers{n}", "p99_ms")),
         )
     },
+    # Batches in arrival order against length order (--batch-order): throughput, and the tail.
+    "arrival_vs_length_rps": ("ours_arrival", "ours_batched", "rps"),
+    "length_vs_arrival_p99": ("ours_batched", "ours_arrival", "p99_ms"),  # > 1: arrival order's p99 is lower
+    "workers4_arrival_vs_length_rps": ("ours_workers4_arrival", "ours_workers4", "rps"),
+    "workers4_length_vs_arrival_p99": ("ours_workers4", "ours_workers4_arrival", "p99_ms"),
 }
 
 

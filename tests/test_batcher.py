@@ -219,6 +219,78 @@ def test_with_length_buckets_the_budget_counts_padded_rows_and_a_bucket_batches_
     assert [item.encoded.tag for item in queue] == [1, 3]
 
 
+def test_in_arrival_order_the_next_inputs_join_whatever_their_length(loop: Any) -> None:
+    queue = queue_of(loop, 10, 40, 12, 10, 30)
+    batch = take_batch(queue, 32, 8192, order="arrival")
+    assert [item.encoded.tag for item in batch] == [0, 1, 2, 3, 4]  # the length order would take [0, 3]
+
+
+def test_in_arrival_order_the_batch_ends_where_its_padded_rows_pass_a_limit(loop: Any) -> None:
+    # 10, 10, 10: 30 padded tokens; the 40 would make 4 rows of 40 = 160 > 100; it leads the next batch.
+    queue = queue_of(loop, 10, 10, 10, 40, 10)
+    assert [item.encoded.tag for item in take_batch(queue, 32, 100, order="arrival")] == [0, 1, 2]
+    assert [item.encoded.tag for item in take_batch(queue, 32, 100, order="arrival")] == [3, 4]
+    queue = queue_of(loop, 10, 10, 10)
+    assert [item.encoded.tag for item in take_batch(queue, 2, 8192, order="arrival")] == [0, 1]
+    queue = queue_of(loop, 500, 10)  # over the budget alone: it still runs, alone
+    assert [item.encoded.tag for item in take_batch(queue, 32, 100, order="arrival")] == [0]
+
+
+def test_in_arrival_order_inputs_of_departed_clients_are_dropped(loop: Any) -> None:
+    queue = queue_of(loop, 10, 10, 10, 10)
+    queue[0].future.cancel()
+    queue[2].future.cancel()
+    assert [item.encoded.tag for item in take_batch(queue, 32, 8192, order="arrival")] == [1, 3]
+    assert not queue
+
+
+def test_in_arrival_order_every_batch_is_the_oldest_inputs_within_the_limits(loop: Any) -> None:
+    from electra.serving.engine.shapes import padded_length
+
+    rng = random.Random(1)
+    for _ in range(200):
+        lengths = [rng.randint(2, 64) for _ in range(rng.randint(1, 40))]
+        size, tokens = rng.randint(1, 8), rng.choice([32, 64, 128, 512])
+        multiple = rng.choice([1, 16])
+
+        def padded(n: int, multiple: int = multiple) -> int:
+            return padded_length(n, multiple, 64)
+
+        queue = queue_of(loop, *lengths)
+        batches = []
+        while batch := take_batch(queue, size, tokens, padded, order="arrival"):
+            batches.append([item.encoded.tag for item in batch])
+        assert list(itertools.chain(*batches)) == list(range(len(lengths)))  # arrival order, nothing lost
+        for batch, following in itertools.zip_longest(batches, batches[1:]):
+            width = max(padded(lengths[t]) for t in batch)
+            assert len(batch) <= size and (len(batch) == 1 or len(batch) * width <= tokens)
+            if following and len(batch) < size:  # it stopped because the next one would not fit
+                wider = max(width, padded(lengths[following[0]]))
+                assert (len(batch) + 1) * wider > tokens
+
+
+def test_a_batcher_takes_inputs_in_the_order_it_is_given() -> None:
+    for order, expected in (("length", [[0], [1, 3], [2]]), ("arrival", [[0], [1, 2, 3]])):
+        gate = threading.Event()
+        runner = StubRunner(gate=gate)
+
+        async def scenario(
+            order: str = order, runner: StubRunner = runner, gate: threading.Event = gate
+        ) -> None:
+            b = Batcher(runner, metrics(), 8192, 32, 0.0, 100, order=order)
+            b.start()
+            first = asyncio.create_task(b.submit(encs(10)))
+            await asyncio.to_thread(runner.entered.wait, GATE_TIMEOUT_S)  # the model is busy with it
+            later = [asyncio.create_task(b.submit(encs(n, start=i))) for i, n in ((1, 30), (2, 5), (3, 28))]
+            await asyncio.sleep(0.01)
+            gate.set()
+            await asyncio.gather(first, *later)
+            await b.close()
+
+        run(scenario())
+        assert runner.batches == expected, order
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Batcher: around the policy
 # ----------------------------------------------------------------------------------------------------------

@@ -89,6 +89,7 @@ class BatchingBackend:
                 self.arrivals,
                 s.inline_max_ms,
                 runner.padded_length,
+                s.batch_order,
             )
             batcher.start()
             self.batchers[name] = batcher

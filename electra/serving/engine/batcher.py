@@ -102,6 +102,7 @@ def take_batch(
     max_batch_size: int,
     max_batch_tokens: int,
     padded: Callable[[int], int] = lambda length: length,
+    order: str = "length",
 ) -> list[_Item]:
     """The next batch, removed from `queue`: the oldest input and the queued inputs closest to its length,
     under the row and token limits (rows x padded width <= max_batch_tokens; `padded`: the width a batch
@@ -114,11 +115,18 @@ def take_batch(
     among equals). The oldest input always goes (so nothing starves, and one input over the token budget
     still runs, alone); the others wait for a batch of their own length. Inputs whose request went away (a
     done future) are dropped, never run.
+
+    That order lets later inputs of a common length pass an earlier one of a rarer length again and again: at
+    256 clients on a 2-core CPU an input's queue wait at p99 was 3.6x its median. `order` "arrival" takes the
+    next inputs in arrival order instead, while the batch padded to its longest stays under the limits
+    (take_in_arrival_order): more padding, and no input waits behind a later one.
     """
     while queue and queue[0].future.done():  # cancelled by departed clients
         queue.popleft()
     if not queue:
         return []
+    if order == "arrival":
+        return take_in_arrival_order(queue, max_batch_size, max_batch_tokens, padded)
     head = queue.popleft()
     width = padded(head.encoded.length)
     room = min(max_batch_size, max_batch_tokens // width) - 1
@@ -142,6 +150,26 @@ def take_batch(
     return [head, *chosen]
 
 
+def take_in_arrival_order(
+    queue: deque[_Item], max_batch_size: int, max_batch_tokens: int, padded: Callable[[int], int]
+) -> list[_Item]:
+    """The oldest inputs, removed from `queue` in arrival order while the batch, padded to its longest,
+    stays within the row and token limits; the first always goes (alone when it is over the budget)."""
+    batch = [queue.popleft()]
+    width = padded(batch[0].encoded.length)
+    while queue and len(batch) < max_batch_size:
+        item = queue[0]
+        if item.future.done():  # its client went away
+            queue.popleft()
+            continue
+        wider = max(width, padded(item.encoded.length))
+        if wider * (len(batch) + 1) > max_batch_tokens:
+            break
+        width = wider
+        batch.append(queue.popleft())
+    return batch
+
+
 class Batcher:
     """One model's queue and the task that runs it in batches (see the module's docstring)."""
 
@@ -156,6 +184,7 @@ class Batcher:
         arrivals: Arrivals | None = None,
         inline_max_ms: float = 0.0,
         padded: Callable[[int], int] | None = None,
+        order: str = "length",
     ) -> None:
         self.runner = runner
         # The width a batch is padded to from its longest row (the runner's length buckets; default: that).
@@ -165,6 +194,7 @@ class Batcher:
         self.max_batch_size = max_batch_size
         self.max_wait_s = max_wait_ms / 1000.0
         self.max_queue = max_queue
+        self.order = order  # which inputs join the oldest in a batch (take_batch)
         self._queue: deque[_Item] = deque()
         self._wakeup = asyncio.Event()
         self._closing = False
@@ -362,7 +392,7 @@ class Batcher:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), remaining)
         self._collecting = False
-        batch = take_batch(self._queue, self.max_batch_size, self.max_batch_tokens, self.padded)
+        batch = take_batch(self._queue, self.max_batch_size, self.max_batch_tokens, self.padded, self.order)
         self.metrics.queue_size.set(self.waiting)
         return batch
 
