@@ -675,6 +675,7 @@ def test_settings_read_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) ->
         ({"ELECTRA_MAX_WAIT_MS": "soon"}, ("ELECTRA_MAX_WAIT_MS", "'soon'")),
         ({"ELECTRA_THREADS": "1.5"}, ("ELECTRA_THREADS", "'1.5'")),
         ({"ELECTRA_DEVICE": "tpu"}, ("device", "'tpu'")),
+        ({"ELECTRA_BATCH_ORDER": "shortest"}, ("batch_order", "length, arrival", "'shortest'")),
         ({"ELECTRA_LOG_LEVEL": "loud"}, ("log level", "'loud'")),
         ({"ELECTRA_MODELS": "a b=/x"}, ("model name",)),
         ({"ELECTRA_MODELS": "a=/x,a=/y"}, ("twice", "a")),
