@@ -1,13 +1,14 @@
 """How long a model call of so many padded tokens takes, predicted from the recent calls.
 
 A call's time is a fixed part (ONNX Runtime's dispatch, every layer's kernels launched) plus a part that grows
-with its padded tokens: on a 2-core VM an ELECTRA-Small call of 4 tokens took 3.5 ms and one of 128 tokens
-41 ms (0.88 and 0.32 ms per token). A rate per token averaged over a stream of mostly short calls therefore
-over-predicts every longer one (a 40-token call at 20 ms instead of 14), which sent calls that would have
-been short to the worker thread (electra.serving.engine.batcher: a call runs on the event loop only when
-predicted short). So the recent calls are fitted as `seconds = fixed + per_token * tokens`, by least squares
-weighted towards the latest; while they are all of about one length, which cannot separate the two parts, the
-prediction is their time per token times the tokens, as before.
+with its padded tokens: on a 2-core VM one ELECTRA-Small input of 16 tokens took 2.25 ms and one of 128 tokens
+9.8 ms (0.14 and 0.077 ms per token; bench/results/inference_cpu.json, ONNX Runtime fused fp32). A rate per
+token taken from a stream of mostly short calls therefore over-predicts every longer one (0.14 ms a token
+makes the 128-token call 18 ms), which sent calls that would have been short to the worker thread
+(electra.serving.engine.batcher: a call runs on the event loop only when predicted short). So the recent
+calls are fitted as `seconds = fixed + per_token * tokens`, by least squares weighted towards the latest;
+while they are all of about one length, which cannot separate the two parts, the prediction is their time
+per token times the tokens, as before.
 """
 
 from __future__ import annotations
