@@ -70,10 +70,9 @@ class ServeSettings:
     max_wait_ms: float = field(
         default=2.0, metadata=option("how long a batch that is not full waits for more inputs")
     )
-    # Which inputs a batch takes beside the oldest (electra.serving.engine.batcher.take_batch): queued ones of
-    # about its length (less padding), or the next ones in arrival order, padded to the longest (no input
-    # waits behind later ones). On a 2-core CPU at 256 clients, arrival order served 0.71-0.79x the requests/s
-    # with p99 1.3-1.4x p50 against 2.8-2.9x (bench/results/serve_batch_order_cpu_tiny.json; docs/serving.md).
+    # Which inputs a batch takes beside the oldest: queued ones of about its length (less padding) or the next
+    # ones in arrival order (no input waits behind later ones); the trade, measured, in
+    # electra.serving.engine.batcher.take_batch and docs/serving.md.
     batch_order: str = field(
         default="length",
         metadata=option(
