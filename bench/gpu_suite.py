@@ -18,8 +18,9 @@ runs out of time is recorded and the next one runs):
     serve             the server's throughput on the device against the naive and bare servers
                       (bench.serve_throughput --quick)
     serve_workers     --workers 4 (model instances on one GPU), with batches in length order (the
-                      default) and in arrival order (--batch-order arrival), against one worker, at 64
-                      and 256 concurrent clients on /classify and /detect (bench.serve_throughput --quick;
+                      default) and in arrival order (--batch-order arrival), and with metric updates
+                      written at once (--metrics-flush-ms 0), against one worker, at 64 and 256
+                      concurrent clients on /classify and /detect (bench.serve_throughput --quick;
                       8 workers about matched 4 on the 2026-11-28 H100)
     serve_warmup      the first request of each input length after ready, with and without length buckets
                       (bench.serve_warmup)
@@ -110,6 +111,7 @@ def cuda_plan(work: Path) -> list[Step]:
     base = "--device cuda --sizes base --batch-sizes 128 --rounds 2 --steps 10"
     serve = "--device cuda --quick --configs ours_batched,naive,bare --endpoints detect,classify"
     workers = "--device cuda --quick --configs ours_batched,ours_workers4,ours_workers4_arrival"
+    workers += ",ours_workers4_unbuffered"
     workers += " --endpoints classify,detect --client-processes 4"
     return [
         step("train_step_check", "train_step_check", "--device cuda --seq-len 128", 110),

@@ -18,6 +18,8 @@ until the last:
   ours_workers2    electra serve --workers 2 (defaults otherwise: each worker's ONNX Runtime gets half the
                    cores); its CPU per request counts the supervisor and its workers
   ours_workers4/8  the same with 4 and 8 workers (for a GPU host's cores: N model instances on one GPU)
+  ours_workers2_unbuffered (4, 8): the same with --metrics-flush-ms 0, every metric update written to the
+                   workers' shared files at once, as before electra.serving.engine.metric_buffer
   ours_arrival     electra serve --batch-order arrival (a batch takes the next inputs in arrival order, not
                    those of about the oldest one's length); ours_workers4_arrival: with --workers 4 too
   naive            bench/naive_server.py: Litestar sync handlers calling transformers on PyTorch eager
@@ -146,6 +148,7 @@ ALL_CONFIGS = (
     "ours_granian",
     "ours_int8",
     *(f"ours_workers{n}" for n in WORKER_COUNTS),
+    *(f"ours_workers{n}_unbuffered" for n in WORKER_COUNTS),
     "ours_arrival",
     "ours_workers4_arrival",
     "ours_litestar",
@@ -427,6 +430,12 @@ def server_specs(
         "ours_granian": lambda: ours("fp32", ["--http-server", "granian"]),
         "ours_int8": lambda: ours("int8", []),
         **{f"ours_workers{n}": (lambda n=n: ours("fp32", ["--workers", str(n)])) for n in WORKER_COUNTS},
+        **{
+            f"ours_workers{n}_unbuffered": (
+                lambda n=n: ours("fp32", ["--workers", str(n), "--metrics-flush-ms", "0"])
+            )
+            for n in WORKER_COUNTS
+        },
         "ours_arrival": lambda: ours("fp32", ["--batch-order", "arrival"]),
         "ours_workers4_arrival": lambda: ours("fp32", ["--workers", "4", "--batch-order", "arrival"]),
         "ours_litestar": lambda: ours("fp32", ["--hot-path", "false"]),
@@ -651,6 +660,21 @@ RATIOS = {
         for name, spec in (
             (f"workers{n}_vs_workers1_rps", (f"ours_workers{n}", "ours_batched", "rps")),
             (f"workers1_vs_workers{n}_p99", ("ours_batched", f"ours_workers{n}", "p99_ms")),
+        )
+    },
+    # Metric updates gathered per worker (the default) against each written at once (--metrics-flush-ms 0).
+    **{
+        name: spec
+        for n in WORKER_COUNTS
+        for name, spec in (
+            (
+                f"workers{n}_buffered_vs_unbuffered_rps",
+                (f"ours_workers{n}", f"ours_workers{n}_unbuffered", "rps"),
+            ),
+            (
+                f"workers{n}_unbuffered_vs_buffered_cpu_per_request",  # > 1: buffering saves CPU
+                (f"ours_workers{n}_unbuffered", f"ours_workers{n}", "cpu_ms_per_request"),
+            ),
         )
     },
     # Batches in arrival order against length order (--batch-order): throughput, and the tail.

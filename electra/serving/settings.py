@@ -150,6 +150,16 @@ class ServeSettings:
             "instances of each model; default: 1 on cpu, on cuda one per 4 cores up to 4)"
         ),
     )
+    # Under --workers every metric update is a write to a memory-mapped file (prometheus_client's multiprocess
+    # mode), about 25 a request; a busy worker gathers them for at most this long and writes each bucket once
+    # (electra.serving.engine.metric_buffer). A scrape may miss another busy worker's last this many ms.
+    metrics_flush_ms: float = field(
+        default=100.0,
+        metadata=option(
+            "under --workers, how long a busy worker's metric updates may wait before /metrics sees them "
+            "(0: each at once)"
+        ),
+    )
     # Seconds SIGTERM waits for in-flight requests before closing the remaining connections.
     graceful_timeout_s: float = field(
         default=30.0, metadata=option("seconds SIGTERM waits for in-flight requests", flag="graceful-timeout")
@@ -224,6 +234,8 @@ class ServeSettings:
             problems.append(f"max_chars must be at least 1, got {self.max_chars}")
         if not math.isfinite(self.max_wait_ms) or self.max_wait_ms < 0:
             problems.append(f"max_wait_ms must be a finite number >= 0, got {self.max_wait_ms}")
+        if not math.isfinite(self.metrics_flush_ms) or not 0 <= self.metrics_flush_ms <= 60_000:
+            problems.append(f"metrics_flush_ms must be in 0..60000, got {self.metrics_flush_ms}")
         if not math.isfinite(self.inline_max_ms) or self.inline_max_ms < 0:
             problems.append(f"inline_max_ms must be a finite number >= 0, got {self.inline_max_ms}")
         if self.threads < 0:

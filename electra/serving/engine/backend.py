@@ -23,6 +23,7 @@ from electra.serving.engine.core import Inference
 from electra.serving.engine.encoded import Encoded
 from electra.serving.engine.errors import NotReady
 from electra.serving.engine.metadata import RequestMetadata
+from electra.serving.engine.metric_buffer import BUFFER
 from electra.serving.engine.metrics import ModelMetrics
 from electra.serving.engine.runtime import ModelRunner
 from electra.serving.settings import ServeSettings
@@ -127,6 +128,7 @@ class BatchingBackend:
     async def stop(self) -> None:
         self.ready = False
         await asyncio.gather(*(b.close() for b in self.batchers.values()))
+        BUFFER.flush()  # the last metric updates, before a worker's files are all that is left of it
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

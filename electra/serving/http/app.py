@@ -19,14 +19,15 @@ from litestar.config.cors import CORSConfig
 from litestar.connection import ASGIConnection
 from litestar.exceptions import NotAuthorizedException
 from litestar.handlers.base import BaseRouteHandler
-from litestar.plugins.prometheus import PrometheusController
 
 from electra.serving.engine.backend import load_runners
 from electra.serving.engine.kinds import KINDS
+from electra.serving.engine.metric_buffer import BUFFER
 from electra.serving.engine.runtime import ModelRunner
 from electra.serving.http.api_docs import openapi_config
 from electra.serving.http.error_responses import error_response
 from electra.serving.http.hot_path import HotPath
+from electra.serving.http.metrics_route import MetricsController
 from electra.serving.http.middleware.client_gone import client_gone
 from electra.serving.http.middleware.content_encoding import decode_content
 from electra.serving.http.middleware.http_metrics import http_metrics
@@ -58,6 +59,7 @@ def create_app(
     """The ASGI app. `runners` (models already loaded) is for tests and embedding; default: load them.
     `siblings`: the other workers' readiness, in a worker of a server with --workers."""
     settings = settings.with_keys()
+    BUFFER.configure(settings.metrics_flush_ms / 1000)  # before the metrics the app records with are made
     loaded = runners if runners is not None else load_runners(settings)
     state = ServerState(settings, loaded, on_ready, siblings)
     # Without keys no guard at all: Litestar copies the handler for every guard call on every request.
@@ -69,7 +71,7 @@ def create_app(
             *tei_routes(state, guards),
             *health_routes(state),
             *page_routes(settings.example),
-            PrometheusController,
+            MetricsController,
         ],
         lifespan=[state.lifespan],
         middleware=[

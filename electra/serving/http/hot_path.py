@@ -28,6 +28,7 @@ import msgspec
 from litestar import Litestar
 
 from electra.serving.engine.metadata import RequestMetadata
+from electra.serving.engine.metric_buffer import BUFFER
 from electra.serving.http.error_responses import error_response
 from electra.serving.http.middleware.client_gone import CLIENT_CLOSED_REQUEST, Watched, went_away
 from electra.serving.http.middleware.http_metrics import RouteMetrics
@@ -80,11 +81,13 @@ class HotPath:
         meta = RequestMetadata(arrivals=self.arrivals)
         self.arrivals.expect()  # from its first byte, as request_metadata.py counts it
         watched = Watched(scope, receive, send)
+        BUFFER.opened()
         try:
             replay = await self._answer(route, meta, scope, watched, receive)
         finally:
             watched.stop_watching()
             meta.enqueued()
+            BUFFER.closed()  # the answer is out: metric updates go now, unless others are in flight
         if replay is not None:  # not the common case after all: the app answers (and counts) it
             await self.inner(scope, replay, send)
 

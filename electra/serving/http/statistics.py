@@ -33,6 +33,7 @@ from typing import Any
 from prometheus_client import REGISTRY, CollectorRegistry, Gauge, Summary
 
 from electra.serving.engine.metadata import RequestMetadata
+from electra.serving.engine.metric_buffer import BUFFER, MULTIPROC_ENV, gauge, summary
 from electra.serving.engine.metrics import NAMESPACE
 
 # Triton's names, in its order; each request that succeeds adds to every one but `fail`.
@@ -41,11 +42,11 @@ STATISTICS = ("success", "fail", "queue", "compute_input", "compute_infer", "com
 _STAGES = {"queue": "queue", "compute_input": "tokenize", "compute_infer": "model"}
 SECONDS = f"{NAMESPACE}_triton_statistic_seconds"
 LAST_INFERENCE = f"{NAMESPACE}_triton_last_inference_ms"
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 class _Families:
     def __init__(self, registry: CollectorRegistry) -> None:
+        BUFFER.attach(registry)  # ahead of the families, so a read applies what is waiting first
         self.seconds = Summary(
             "triton_statistic_seconds",
             "Triton's statistics extension per model: requests that succeeded or failed, and the succeeded "
@@ -93,9 +94,11 @@ class Statistics:
         families = _families_of(registry)
         self.models = set(models)
         self.registry = registry
-        # Bound once per model, so recording a request does no label lookups.
-        self._seconds = {m: {s: families.seconds.labels(m, s) for s in STATISTICS} for m in self.models}
-        self._last = {m: families.last.labels(m) for m in self.models}
+        # Bound once per model, so recording a request does no label lookups (buffered under --workers).
+        self._seconds = {
+            m: {s: summary(families.seconds.labels(m, s)) for s in STATISTICS} for m in self.models
+        }
+        self._last = {m: gauge(families.last.labels(m)) for m in self.models}
 
     def record(self, meta: RequestMetadata, start: float, status: int, answered_at: float | None) -> None:
         """One request whose work was a model's (`meta.model`), from `start` to now: a success or a failure
@@ -118,6 +121,7 @@ class Statistics:
 
     def json(self, names: Iterable[str], version: str) -> list[dict[str, Any]]:
         """The answer's `model_stats`, one entry per model, as Triton writes them."""
+        BUFFER.flush()  # this worker's; under --workers the others' come from their files
         samples = _samples(readable(self.registry))
         return [self._entry(name, version, samples) for name in names]
 

@@ -43,11 +43,11 @@ from typing import Any
 
 from electra import logs
 from electra.errors import ElectraError, InputError
+from electra.serving.engine.metric_buffer import MULTIPROC_ENV
 from electra.serving.settings import ServeSettings
 
 log = logging.getLogger("electra.serving")
 
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # A worker that exits this soon after starting, before it was ever ready, failed to start.
 FAILED_START_TIMES = 2
 # Seconds a stopping worker gets beyond --graceful-timeout before it is killed.

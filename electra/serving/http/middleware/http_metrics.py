@@ -13,6 +13,8 @@ from typing import Any
 from litestar.exceptions import HTTPException
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
+from electra.serving.engine.metric_buffer import BUFFER, counter, histogram
+from electra.serving.engine.metric_buffer import gauge as gauge_of
 from electra.serving.engine.metrics import NAMESPACE
 from electra.serving.http.middleware.client_gone import CLIENT_CLOSED_REQUEST, went_away
 
@@ -21,6 +23,7 @@ class _Families:
     """The HTTP metric families, created once per registry (prometheus_client refuses duplicates)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        BUFFER.attach(registry)  # ahead of the families, so a read applies what is waiting first
         # The names and labels Litestar's Prometheus middleware gave them (prefix electra_http).
         http = {"namespace": NAMESPACE, "subsystem": "http", "registry": registry}
         route = ("method", "path", "app_name")
@@ -66,21 +69,21 @@ NOT_COUNTED = frozenset({"/metrics"})
 
 
 class RouteMetrics:
-    """The HTTP metrics' children per route and per outcome, each looked up once and kept: what the
-    middleware and the hot path (electra.serving.http.hot_path) both record with."""
+    """The HTTP metrics' children per route and per outcome, each looked up once and kept (buffered under
+    --workers: electra.serving.engine.metric_buffer): what the middleware and the hot path
+    (electra.serving.http.hot_path) both record with."""
 
     def __init__(self, registry: CollectorRegistry = REGISTRY) -> None:
         self._families = families(registry)
         # (method, path) -> in-progress gauge; (method, path, status) -> (count, duration, errors or None)
-        self._routes: dict[tuple[str, str], Gauge] = {}
-        self._outcomes: dict[tuple[str, str, int], tuple[Counter, Histogram, Counter | None]] = {}
+        self._routes: dict[tuple[str, str], Any] = {}
+        self._outcomes: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}
 
-    def in_progress(self, method: str, path: str) -> Gauge:
+    def in_progress(self, method: str, path: str) -> Any:
         gauge = self._routes.get((method, path))
         if gauge is None:
-            gauge = self._routes[method, path] = self._families.http_in_progress.labels(
-                method, path, APP_NAME
-            )
+            child = self._families.http_in_progress.labels(method, path, APP_NAME)
+            gauge = self._routes[method, path] = gauge_of(child)
         return gauge
 
     def record(self, method: str, path: str, status: int, seconds: float) -> None:
@@ -90,10 +93,10 @@ class RouteMetrics:
         if outcome is None:
             f = self._families
             labels = (method, path, APP_NAME, str(status))
-            errors = f.http_errors.labels(*labels) if status >= 500 else None
+            errors = counter(f.http_errors.labels(*labels)) if status >= 500 else None
             outcome = self._outcomes[key] = (
-                f.http_requests.labels(*labels),
-                f.http_duration.labels(*labels),
+                counter(f.http_requests.labels(*labels)),
+                histogram(f.http_duration.labels(*labels)),
                 errors,
             )
         count, duration, errors = outcome

@@ -6,7 +6,8 @@ One layer does the three things that need it, because every layer costs each req
 runs a model counts among the requests on their way to a queue (the batchers' Arrivals, so that a batch that
 is not full waits for it) until it enqueues or answers; the answer carries the stages the engine measured
 as its Server-Timing header; and a request that reached a model is added to that model's Triton statistics
-when its answer is done.
+when its answer is done. It also marks the request in flight for the metric buffer
+(electra.serving.engine.metric_buffer), which writes a worker's metric updates once none is.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from electra.serving.engine.batcher import Arrivals
 from electra.serving.engine.metadata import RequestMetadata
+from electra.serving.engine.metric_buffer import BUFFER
 from electra.serving.http.middleware.client_gone import went_away
 from electra.serving.http.server_timing import HEADER, header_value
 from electra.serving.http.statistics import Statistics
@@ -67,6 +69,7 @@ def request_metadata(
                 arrivals.expect()
             start = time.perf_counter()
             timed = TimedSend(send, meta)
+            BUFFER.opened()
             try:
                 await app(scope, receive, timed)
             finally:
@@ -74,6 +77,7 @@ def request_metadata(
                 # A request whose client left (client_gone.py) neither succeeded nor failed: not counted.
                 if meta.model is not None and not went_away(scope):
                     statistics.record(meta, start, timed.status, timed.started)
+                BUFFER.closed()  # its answer and every metric of it done (metric_buffer.py)
 
         return wrapped
 
