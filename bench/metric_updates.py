@@ -161,7 +161,7 @@ def _writes_per_request(requests: int = 200) -> float:
     """Values prometheus_client writes for one /detect request through the app, in process (tiny model)."""
     from prometheus_client import values
 
-    from bench import serve_layers
+    from bench import asgi_inprocess
     from electra.serving.http.app import create_app
     from electra.serving.settings import ModelSpec, ServeSettings
 
@@ -179,20 +179,20 @@ def _writes_per_request(requests: int = 200) -> float:
         return method
 
     async def run(app: Any) -> None:
-        await serve_layers.start(app)
+        await asgi_inprocess.start(app)
         for _ in range(50):  # warm: the first requests look up their metric children
-            await serve_layers.call(app)
+            await asgi_inprocess.call(app)
         for name in originals:
             setattr(value_class, name, counting(name))
         try:
             for _ in range(requests):
-                await serve_layers.call(app)
+                await asgi_inprocess.call(app)
         finally:
             for name, original in originals.items():
                 setattr(value_class, name, original)
 
     with tempfile.TemporaryDirectory(prefix="metric-updates-") as tmp:
-        bundle = serve_layers.build_bundle(Path(tmp), "tiny")
+        bundle = asgi_inprocess.build_bundle(Path(tmp), "tiny")
         settings = ServeSettings(models=(ModelSpec("detector", bundle),), metrics_flush_ms=0.0)
         asyncio.run(run(create_app(settings)))
     return counted[0] / requests

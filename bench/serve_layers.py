@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import json
 import statistics
 import tempfile
 import time
@@ -34,11 +33,9 @@ from typing import Any
 
 import msgspec
 
-from bench.benchlib import random_models, result_header, round_order, write_result
-from bench.loadgen import BERT_VOCAB, MAX_SEQ_LEN
+from bench.asgi_inprocess import TEXT, build_bundle, call, start
+from bench.benchlib import result_header, round_order, write_result
 
-TEXT = "The chef cooked the river while the guests waited in the garden."
-BODY = json.dumps({"text": TEXT, "truncate": True}).encode()
 # The app's middlewares, as electra.serving.http.app wires them: (name in that module, whether it is a factory
 # called with settings first, so that leaving it out means a factory of the identity).
 MIDDLEWARES = {
@@ -76,88 +73,6 @@ def without(layer: str | None) -> Iterator[None]:
         yield
     finally:
         setattr(appmod, layer, saved)
-
-
-def build_bundle(work: Path, size: str) -> Path:
-    from electra.config import ElectraConfig
-    from electra.onnx.export import export_bundle
-    from electra.tokenizer import load_tokenizer
-    from electra.training.data.tokenizer_train import train_tokenizer
-
-    tokenizer = load_tokenizer(BERT_VOCAB) if BERT_VOCAB.is_file() else train_tokenizer([TEXT] * 50, 200)
-    cfg = ElectraConfig.from_size(size, vocab_size=tokenizer.get_vocab_size())
-    model = random_models(work, {"detector": ("discriminator", cfg)}, tokenizer)["detector"]
-    out = work / "detector-bundle"
-    export_bundle(model, out, max_seq_len=MAX_SEQ_LEN)
-    return out
-
-
-def scope(path: str, body: bytes) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (b"host", b"localhost"),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-    }
-
-
-async def call(app: Any, path: str = "/detect", body: bytes = BODY) -> int:
-    """One request through the ASGI app; its status. The client stays until the answer, as a real one
-    would: receive() after the body waits (and is cancelled when the app is done with it)."""
-    done = asyncio.Event()
-    sent = False
-    status = 0
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await done.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = message["status"]
-
-    await app(scope(path, body), receive, send)
-    done.set()
-    return status
-
-
-async def start(app: Any) -> None:
-    """The app's lifespan started and its models warmed up, when it has them."""
-    queue: asyncio.Queue[dict[str, str]] = asyncio.Queue()
-    started = asyncio.Event()
-    await queue.put({"type": "lifespan.startup"})
-
-    async def receive() -> dict[str, str]:
-        return await queue.get()
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "lifespan.startup.complete":
-            started.set()
-
-    asyncio.get_running_loop().create_task(
-        app({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send)
-    )
-    await started.wait()
-    state = getattr(getattr(app, "state", None), "electra", None)
-    while state is not None and not state.ready:
-        await asyncio.sleep(0.02)
 
 
 class MinimalBody(msgspec.Struct):

@@ -150,9 +150,10 @@ class ServeSettings:
             "instances of each model; default: 1 on cpu, on cuda one per 4 cores up to 4)"
         ),
     )
-    # Under --workers every metric update is a write to a memory-mapped file (prometheus_client's multiprocess
-    # mode), about 25 a request; a busy worker gathers them for at most this long and writes each bucket once
-    # (electra.serving.engine.metric_buffer). A scrape may miss another busy worker's last this many ms.
+    # Under --workers every value a metric update touches is a write to a memory-mapped file
+    # (prometheus_client's multiprocess mode), 30 for a /detect request; a busy worker gathers them for at
+    # most this long and writes each value once (electra.serving.engine.metric_buffer). A scrape may miss
+    # another busy worker's last this many ms.
     metrics_flush_ms: float = field(
         default=100.0,
         metadata=option(

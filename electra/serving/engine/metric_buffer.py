@@ -1,12 +1,13 @@
 """Metric updates of a worker under --workers gathered as plain sums and written to prometheus_client's files
 in one go.
 
-Why: under --workers (prometheus_client's multiprocess mode) every value a metric update touches is written to
-a memory-mapped file under a lock: a histogram observation costs about 7 us, a counter's 3 us, and a /detect
-request makes about 25 updates (every stage's histogram, the HTTP metrics, Triton's statistics). Here an
-update is a sum under one lock, about 1.5 us, and a busy worker writes each bucket it touched once per flush,
-not once per request. A single process keeps prometheus_client's in-memory values, whose update (a lock and
-an add) costs about what gathering would: there the children are used as they are (`counter`, `gauge`, ...).
+Why: under --workers (prometheus_client's multiprocess mode) every value a metric update touches is written
+to a memory-mapped file under a lock, 30 of them for one /detect request (a histogram's bucket and sum, a
+counter, ...). Gathered here as sums under one lock, a busy worker writes each value it touched once per
+flush, not once per request: on a 2-core VM a request's updates took 52 us of CPU written at once, 34 us
+gathered for a lone request, 19 us on a busy worker (bench/results/metric_updates_cpu.json). A single
+process keeps prometheus_client's in-memory values, which gathering would not make cheaper (17 us at once,
+24 us gathered for a lone request): there the children are used as they are (`counter`, `gauge`, ...).
 
 When the gathered updates reach prometheus_client:
 - when the process has no request in flight (the last one's answer has gone out), so a client that reads
