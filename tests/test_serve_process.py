@@ -442,6 +442,11 @@ CLI_ERRORS: list[tuple[str, Any, tuple[str, ...]]] = [
         lambda b, t: ["--model", f"det={b['detector']}", "--max-batch-size", "0"],
         ("max_batch_size",),
     ),
+    (
+        "bad-metrics-flush",
+        lambda b, t: ["--model", f"det={b['detector']}", "--metrics-flush-ms", "nan"],
+        ("metrics_flush_ms", "0..60000", "nan"),
+    ),
 ]
 
 
