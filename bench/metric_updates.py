@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.benchlib import result_header, round_order, write_result
+from electra.serving.engine.metric_buffer import MULTIPROC_ENV
 
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # One /detect request's updates on the hot path (hot_path.py, backend.py, batcher.py, statistics.py).
 # Histograms: tokenization, queue wait, batch size, batch tokens, inference, HTTP duration. Summaries:
 # Triton's success, queue, compute_input, compute_infer, compute_output. Counters: tokens, inputs, HTTP
@@ -68,10 +68,13 @@ def _metrics(buffered: bool) -> tuple[dict[str, Any], Any]:
     }
     if not buffered:
         return children, buffer
-    wrap = {"histogram": BufferedHistogram, "summary": BufferedSummary, "counter": BufferedCounter}
-    out = {name: wrap[name](child, buffer) for name, child in children.items() if name in wrap}
-    out["gauge"] = BufferedGauge(children["gauge"], buffer)
-    return out, buffer
+    wrap = {
+        "histogram": BufferedHistogram,
+        "summary": BufferedSummary,
+        "counter": BufferedCounter,
+        "gauge": BufferedGauge,
+    }
+    return {name: wrap[name](child, buffer) for name, child in children.items()}, buffer
 
 
 def _request(m: dict[str, Any]) -> Callable[[], None]:
@@ -124,8 +127,6 @@ def _variants() -> dict[str, Callable[[], float]]:
     out["request, direct"] = lambda: _cpu_us(request_direct, requests)
     out["request, buffered, idle"] = lambda: _cpu_us(idle, requests)
     out["request, buffered, busy"] = lambda: _cpu_us(busy, requests // BUSY_REQUESTS) / BUSY_REQUESTS
-    # Between rounds the buffered histograms' waiting updates would only grow the flush; start each clean.
-    buffer.flush()
     return out
 
 
