@@ -36,12 +36,12 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from bench.benchlib import int_list, result_header, usable_cores, write_result
-from experiments.lib import heldout, tables
+from experiments.lib import carry, heldout, tables
 from experiments.lib.arms import (
     ARMS,
     ELECTRA_ARMS,
@@ -119,6 +119,17 @@ def pretrain(setup: Setup, arm: str, seed: int) -> list[dict[str, Any]]:
 def evaluate(setup: Setup, cache: Cache, arm: str, seed: int, point: float) -> None:
     path = point_dir(setup, arm, seed, point)
     label = f"{arm} seed {seed} @{point:.0%}"
+    # Detection first: it is the one evaluation that needs the generator, so once it is cached the fine-tunes
+    # need only the discriminator (all that a point carried to another machine has to hold).
+    if arm in ELECTRA_ARMS and cache.get(detection_key(arm, seed, point)) is None:
+        figures = heldout.detection(path, setup.work / "heldout", setup.swaps)
+        cache.put(
+            detection_key(arm, seed, point), {"arm": arm, "pretrain_seed": seed, "point": point, **figures}
+        )
+        print(
+            f"{label} held-out detection: " + ", ".join(f"{k} {v:.3f}" for k, v in figures.items()),
+            flush=True,
+        )
     finetune_each(
         cache,
         finetune_keys(setup, arm, seed, point),
@@ -129,15 +140,6 @@ def evaluate(setup: Setup, cache: Cache, arm: str, seed: int, point: float) -> N
         {"arm": arm, "pretrain_seed": seed, "point": point},
         label,
     )
-    if arm in ELECTRA_ARMS and cache.get(detection_key(arm, seed, point)) is None:
-        figures = heldout.detection(path, setup.work / "heldout", setup.swaps)
-        cache.put(
-            detection_key(arm, seed, point), {"arm": arm, "pretrain_seed": seed, "point": point, **figures}
-        )
-        print(
-            f"{label} held-out detection: " + ", ".join(f"{k} {v:.3f}" for k, v in figures.items()),
-            flush=True,
-        )
 
 
 def random_point(setup: Setup, seed: int) -> Path:
@@ -685,9 +687,18 @@ def fractions(flag: str, text: str) -> tuple[float, ...]:
         raise ValueError(f"{flag} {text!r}: expected fractions of the budget, e.g. 0.25,0.5,1") from None
 
 
-def parse_args(
-    argv: list[str] | None,
-) -> tuple[Setup, list[str], str, str, tuple[float, ...], list[str]]:
+class Invocation(NamedTuple):
+    setup: Setup
+    arms: list[str]
+    stage: str
+    name: str
+    evaluated: tuple[float, ...]  # the points this invocation fine-tunes
+    imports: list[str]  # earlier results files shown beside this one's
+    pack: Path | None  # pack the arms' finished points there, and only that (experiments.lib.carry)
+    unpack: Path | None  # merge a pack into the work directory first
+
+
+def parse_args(argv: list[str] | None) -> Invocation:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, required=True, help="where data, runs and evaluations are kept")
     ap.add_argument("--arms", default=",".join(ARMS))
@@ -728,6 +739,16 @@ def parse_args(
         help="earlier results files (names in experiments/results) of the same setup whose arms this work "
         "directory does not hold, shown beside its own in the tables (e.g. equal_compute_v2)",
     )
+    ap.add_argument(
+        "--pack",
+        type=Path,
+        default=None,
+        help="only pack the finished points of --arms (encoder, records, evaluations; no generator, no "
+        "checkpoints) into this directory, to carry them to another machine's work directory",
+    )
+    ap.add_argument(
+        "--unpack", type=Path, default=None, help="merge a --pack directory into --work before running"
+    )
     a = ap.parse_args(argv)
     arms = a.arms.split(",")
     if unknown := set(arms) - set(ARMS):
@@ -765,25 +786,33 @@ def parse_args(
         budgets=per_task,
         swaps=a.swaps,
     )
-    return setup, arms, a.stage, a.name, evaluated, [n for n in a.import_results.split(",") if n]
+    imports = [n for n in a.import_results.split(",") if n]
+    return Invocation(setup, arms, a.stage, a.name, evaluated, imports, a.pack, a.unpack)
 
 
 def main(argv: list[str] | None = None) -> int:
-    setup, arms, stage, name, evaluated, imports = parse_args(argv)
+    setup, arms, stage, name, evaluated, imports, pack_to, unpack_from = parse_args(argv)
     if absent := missing(WIKI, GLUE, CONLL, WIKITEXT, heldout.CONLL_TRAIN):
         print(f"skipped: {', '.join(map(str, absent))} absent", file=sys.stderr)
         return 0
     setup.work.mkdir(parents=True, exist_ok=True)
     try:
+        if unpack_from is not None:
+            copied = carry.unpack(unpack_from, setup.work)
+            print(f"unpacked {unpack_from}: {len(copied)} files new to {setup.work}", flush=True)
         for earlier in imports:
             importable(setup, earlier)
         save_setup(setup)
-    except ValueError as e:
+        if pack_to is not None:
+            packed = carry.pack(setup, Cache(setup.work / carry.EVALUATIONS), arms, pack_to)
+            print(f"packed {len(packed)} points into {pack_to}: " + ", ".join(map(str, packed)))
+            return 0
+    except (ValueError, OSError) as e:  # carry.CarryError is a ValueError
         print(f"error: {e}", file=sys.stderr)
         return 2
     started = time.perf_counter()
     prepare(WIKI, tokenizer_path(setup.vocab, setup.work), setup.data, usable_cores())
-    cache = Cache(setup.work / "evaluations.jsonl")
+    cache = Cache(setup.work / carry.EVALUATIONS)
     for arm in arms:
         for seed in setup.pretrain_seeds:
             if arm == "random":
