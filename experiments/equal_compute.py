@@ -698,7 +698,7 @@ class Invocation(NamedTuple):
     unpack: Path | None  # merge a pack into the work directory first
 
 
-def parse_args(argv: list[str] | None) -> Invocation:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, required=True, help="where data, runs and evaluations are kept")
     ap.add_argument("--arms", default=",".join(ARMS))
@@ -749,6 +749,11 @@ def parse_args(argv: list[str] | None) -> Invocation:
     ap.add_argument(
         "--unpack", type=Path, default=None, help="merge a --pack directory into --work before running"
     )
+    return ap
+
+
+def parse_args(argv: list[str] | None) -> Invocation:
+    ap = parser()
     a = ap.parse_args(argv)
     arms = a.arms.split(",")
     if unknown := set(arms) - set(ARMS):
@@ -805,6 +810,8 @@ def main(argv: list[str] | None = None) -> int:
         save_setup(setup)
         if pack_to is not None:
             packed = carry.pack(setup, Cache(setup.work / carry.EVALUATIONS), arms, pack_to)
+            if not packed:
+                raise carry.CarryError(f"{setup.work} holds no finished point of {', '.join(arms)} to pack")
             print(f"packed {len(packed)} points into {pack_to}: " + ", ".join(map(str, packed)))
             return 0
     except (ValueError, OSError) as e:  # carry.CarryError is a ValueError

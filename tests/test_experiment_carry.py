@@ -167,5 +167,7 @@ def test_the_experiment_packs_and_refuses_what_is_not_a_pack(
     assert ec.main([*base, "--arms", "gdes-all-0.2", "--pack", str(pack)]) == 0
     assert "packed 1 points" in capsys.readouterr().out
     assert (pack / "arms/gdes-all-0.2/seed-1/point-100/discriminator/config.json").is_file()
+    assert ec.main([*base, "--arms", "official", "--pack", str(pack)]) == 2
+    assert "holds no finished point of official to pack" in capsys.readouterr().err
     assert ec.main([*base, "--unpack", str(tmp_path / "nothing")]) == 2
     assert "not a packed work directory" in capsys.readouterr().err
