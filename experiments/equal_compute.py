@@ -116,7 +116,7 @@ def pretrain(setup: Setup, arm: str, seed: int) -> list[dict[str, Any]]:
     )
 
 
-def evaluate(setup: Setup, cache: Cache, arm: str, seed: int, point: float) -> None:
+def evaluate(setup: Setup, cache: Cache, arm: str, seed: int, point: float, jobs: int = 1) -> None:
     path = point_dir(setup, arm, seed, point)
     label = f"{arm} seed {seed} @{point:.0%}"
     # Detection first: it is the one evaluation that needs the generator, so once it is cached the fine-tunes
@@ -139,6 +139,7 @@ def evaluate(setup: Setup, cache: Cache, arm: str, seed: int, point: float) -> N
         setup.budgets,
         {"arm": arm, "pretrain_seed": seed, "point": point},
         label,
+        jobs=jobs,
     )
 
 
@@ -696,6 +697,7 @@ class Invocation(NamedTuple):
     imports: list[str]  # earlier results files shown beside this one's
     pack: Path | None  # pack the arms' finished points there, and only that (experiments.lib.carry)
     unpack: Path | None  # merge a pack into the work directory first
+    jobs: int  # fine-tunes at a time
 
 
 def parser() -> argparse.ArgumentParser:
@@ -732,6 +734,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--recipe", default="official", help="the fine-tuning recipe")
     ap.add_argument("--swaps", type=int, default=2000, help="held-out swapped sentences")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="fine-tunes run at a time, each in a process of its own with 1/jobs of the threads (at least 1)",
+    )
     ap.add_argument("--name", default="equal_compute", help="results file name")
     ap.add_argument(
         "--import-results",
@@ -792,11 +800,13 @@ def parse_args(argv: list[str] | None) -> Invocation:
         swaps=a.swaps,
     )
     imports = [n for n in a.import_results.split(",") if n]
-    return Invocation(setup, arms, a.stage, a.name, evaluated, imports, a.pack, a.unpack)
+    if a.jobs < 1:
+        ap.error(f"--jobs {a.jobs}: at least 1")
+    return Invocation(setup, arms, a.stage, a.name, evaluated, imports, a.pack, a.unpack, a.jobs)
 
 
 def main(argv: list[str] | None = None) -> int:
-    setup, arms, stage, name, evaluated, imports, pack_to, unpack_from = parse_args(argv)
+    setup, arms, stage, name, evaluated, imports, pack_to, unpack_from, jobs = parse_args(argv)
     if absent := missing(WIKI, GLUE, CONLL, WIKITEXT, heldout.CONLL_TRAIN):
         print(f"skipped: {', '.join(map(str, absent))} absent", file=sys.stderr)
         return 0
@@ -830,7 +840,7 @@ def main(argv: list[str] | None = None) -> int:
             if stage == "all":
                 for point in points:
                     if arm == "random" or point in evaluated:
-                        evaluate(setup, cache, arm, seed, point)
+                        evaluate(setup, cache, arm, seed, point, jobs)
         if stage == "all":
             write(setup, cache, name, started, imports)
     if stage != "all":

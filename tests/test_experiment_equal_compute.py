@@ -499,7 +499,9 @@ def test_a_pretraining_invocation_leaves_the_results_file_to_the_evaluating_ones
     monkeypatch.setattr(ec, "missing", lambda *paths: [])
     monkeypatch.setattr(ec, "prepare", lambda *a: None)
     monkeypatch.setattr(ec, "pretrain", lambda setup, arm, seed: [{"point": 1.0}])
-    monkeypatch.setattr(ec, "evaluate", lambda setup, cache, arm, seed, point: evaluated.append((arm, point)))
+    monkeypatch.setattr(
+        ec, "evaluate", lambda setup, cache, arm, seed, point, jobs: evaluated.append((arm, point))
+    )
     results = tmp_path / "r.json"
     results.write_text(json.dumps({"setup": {"tasks": ["sst2"]}, "arms": {}}))
     monkeypatch.setattr(ec, "write", lambda *a: written.append(a[2]) or results)
