@@ -5,6 +5,7 @@ machine path; unpacking never overwrites what the work directory has."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,25 +13,14 @@ import pytest
 from experiments import equal_compute as ec
 from experiments.lib import carry
 from experiments.lib.arms import Setup, detection_key, finetune_keys, point_dir, run_dir, save_setup
-from experiments.lib.evaluation import FinetuneBudget
-from experiments.lib.pretraining import Recipe, encoder_dir
+from experiments.lib.pretraining import encoder_dir
 from experiments.lib.store import Cache
+from tests.test_experiment_equal_compute import setup_in as equal_compute_setup
 
 
 def setup_in(work: Path) -> Setup:
-    return Setup(
-        work=work,
-        vocab="uncased-8192",
-        size="micro",
-        flops=1e14,
-        recipe=Recipe(lr=1e-3, generator_lr_scale=0.05),
-        points=(1.0,),
-        pretrain_seeds=(1,),
-        tasks=("sst2", "conll2003"),
-        finetune_seeds=(1, 2),
-        budgets={"sst2": FinetuneBudget(None, 3), "conll2003": FinetuneBudget(None, 3)},
-        swaps=10,
-    )
+    """One pre-training seed trained to the whole budget, as the sweep's arms are."""
+    return replace(equal_compute_setup(work, seeds=(1,)), vocab="uncased-8192", points=(1.0,))
 
 
 def finished(setup: Setup, arm: str) -> Path:
@@ -162,7 +152,7 @@ def test_the_experiment_packs_and_refuses_what_is_not_a_pack(
         "--train-examples",
         "sst2=all,conll2003=all",
     ]
-    base += ["--swaps", "10", "--generator-lr-scale", "0.05"]
+    base += ["--swaps", "10", "--generator-lr-scale", "0.5"]
     pack = tmp_path / "pack"
     assert ec.main([*base, "--arms", "gdes-all-0.2", "--pack", str(pack)]) == 0
     assert "packed 1 points" in capsys.readouterr().out
