@@ -463,6 +463,34 @@ def test_api_keys(serving_bundles: dict[str, Path], tmp_path: Path) -> None:
             assert c.get(open_path).status_code == 200, open_path
 
 
+def test_apps_in_one_process_answer_from_their_own_state(
+    serving_bundles: dict[str, Path], tmp_path: Path
+) -> None:
+    """The route handlers are module-level and get their app's state by dependency injection: two apps built
+    in one process, the second after the first, each answer with their own models and keys, through every
+    kind of route (the JSON API through Litestar, v2, TEI, health)."""
+    keys = tmp_path / "keys"
+    keys.write_text(f"{KEY}\n", encoding="utf-8")
+    keyed = create_app(settings_for(serving_bundles, "detector", api_key_file=keys, hot_path=False))
+    open_ = create_app(settings_for(serving_bundles, "sentiment", hot_path=False))
+    auth = {"Authorization": f"Bearer {KEY}"}
+    with TestClient(keyed) as k, TestClient(open_) as o:
+        wait_ready(k)
+        wait_ready(o)
+        for _ in range(2):  # each app again after the other has answered
+            assert [m["name"] for m in k.get("/models", headers=auth).json()["models"]] == ["detector"]
+            assert k.get("/models").status_code == 401
+            assert k.post("/detect", json={"text": "the cat"}, headers=auth).json()["model"] == "detector"
+            assert k.get("/v2/models/detector", headers=auth).json()["name"] == "detector"
+            assert k.get("/v2/models/sentiment", headers=auth).status_code == 404
+            assert [m["name"] for m in o.get("/models").json()["models"]] == ["sentiment"]
+            assert o.post("/classify", json={"text": "the cat"}).json()["model"] == "sentiment"
+            assert o.get("/v2/models/sentiment/ready").json() == {"name": "sentiment", "ready": True}
+            assert o.get("/v2/models/detector").status_code == 404
+            assert o.post("/predict", json={"inputs": "the cat"}).status_code == 200
+            assert o.get("/health/ready").json()["status"] == "ready"
+
+
 class GatedRunner(ModelRunner):
     """A real runner whose warm-up or inference waits for the test to open a gate."""
 

@@ -5,16 +5,18 @@ behind the API keys, limits, middlewares (electra.serving.http.middleware) and t
 background after start-up, and /health/ready turns 200 only when it is done, so Kubernetes sends no traffic
 to a pod whose first requests would pay ONNX Runtime's lazy initialisation.
 
-The routes live in modules of their own (routes_inference, protocols, tei, routes_health, routes_page), over
-the state they share (electra.serving.http.state); this module is the only one that knows them all.
+The routes live in modules of their own (routes_inference, protocols, tei, routes_health, routes_page) as
+module-level handlers that get the state they share (electra.serving.http.state) by dependency injection;
+this module is the only one that knows them all. Each app registers them through Routers, which Litestar
+copies per app, so the apps a process builds (tests build many) never share a handler object.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
-from litestar import Litestar
+from litestar import Litestar, Router
 from litestar.config.cors import CORSConfig
 from litestar.connection import ASGIConnection
 from litestar.exceptions import NotAuthorizedException
@@ -24,6 +26,7 @@ from electra.serving.engine.backend import load_runners
 from electra.serving.engine.kinds import KINDS
 from electra.serving.engine.metric_buffer import BUFFER
 from electra.serving.engine.runtime import ModelRunner
+from electra.serving.http import protocols, routes_health, routes_inference, tei
 from electra.serving.http.api_docs import openapi_config
 from electra.serving.http.error_responses import error_response
 from electra.serving.http.hot_path import HotPath
@@ -38,13 +41,12 @@ from electra.serving.http.openapi_bodies import (
     document_infer_body,
     document_tei_bodies,
 )
-from electra.serving.http.protocols import is_inference, protocol_routes
-from electra.serving.http.routes_health import health_routes
-from electra.serving.http.routes_inference import HOT_ROUTES, inference_routes
+from electra.serving.http.protocols import is_inference
+from electra.serving.http.routes_inference import HOT_ROUTES
 from electra.serving.http.routes_page import page_routes
 from electra.serving.http.siblings import Siblings
-from electra.serving.http.state import ServerState
-from electra.serving.http.tei import TEI_PATHS, tei_routes
+from electra.serving.http.state import ServerState, dependencies
+from electra.serving.http.tei import TEI_PATHS
 from electra.serving.settings import ServeSettings
 
 _JSON_INFERENCE_PATHS = frozenset(kind.route for kind in KINDS.values()) | TEI_PATHS
@@ -63,16 +65,16 @@ def create_app(
     loaded = runners if runners is not None else load_runners(settings)
     state = ServerState(settings, loaded, on_ready, siblings)
     # Without keys no guard at all: Litestar copies the handler for every guard call on every request.
-    guards = [_key_guard(state)] if settings.api_keys else []
+    guards = [require_key] if settings.api_keys else []
+    keyed = [*routes_inference.KEYED_ROUTES, *protocols.KEYED_ROUTES, *tei.KEYED_ROUTES]
     app = Litestar(
         route_handlers=[
-            *inference_routes(state, guards),
-            *protocol_routes(state, guards),
-            *tei_routes(state, guards),
-            *health_routes(state),
+            Router("/", route_handlers=keyed, guards=guards),
+            Router("/", route_handlers=[*protocols.OPEN_ROUTES, *routes_health.OPEN_ROUTES]),
             *page_routes(settings.example),
             MetricsController,
         ],
+        dependencies=dependencies(state),
         lifespan=[state.lifespan],
         middleware=[
             # Outermost: a request counts among those on their way to a queue from its first byte, and its
@@ -109,15 +111,12 @@ def _runs_model(path: str) -> bool:
     return path in _JSON_INFERENCE_PATHS or is_inference(path)
 
 
-def _key_guard(state: ServerState) -> Callable[..., Awaitable[None]]:
+async def require_key(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
     """The guard of every route that reaches a model: the API keys, when the server has some. A coroutine:
     Litestar runs a plain function guard through a worker thread, one thread hop per request."""
-
-    async def require_key(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
-        if not state.authorize(connection.headers.get("authorization")):
-            raise NotAuthorizedException(
-                detail="missing or wrong API key: send 'Authorization: Bearer <key>'",
-                headers={"WWW-Authenticate": 'Bearer realm="electra"'},
-            )
-
-    return require_key
+    state: ServerState = connection.app.state.electra
+    if not state.authorize(connection.headers.get("authorization")):
+        raise NotAuthorizedException(
+            detail="missing or wrong API key: send 'Authorization: Bearer <key>'",
+            headers={"WWW-Authenticate": 'Bearer realm="electra"'},
+        )

@@ -79,7 +79,7 @@ from electra.serving.http.open_inference import (
     parse_request,
 )
 from electra.serving.http.schemas import ClassifyRequest, DetectRequest, EmbedRequest
-from electra.serving.http.state import ServerState
+from electra.serving.http.state import Server, ServerState
 from electra.serving.http.tei_bodies import auto_truncate, embed_vectors, read_body
 
 if TYPE_CHECKING:
@@ -113,141 +113,125 @@ def _errors(*codes: int) -> dict[int, ResponseSpec]:
     }
 
 
-def protocol_routes(state: ServerState, guards: list[Any]) -> list[Any]:
-    return [
-        *_v2_server_routes(state, guards),
-        *_v2_model_routes(state, guards),
-        *_hf_routes(state, guards),
-    ]
-
-
 # --- Open Inference Protocol v2 ---------------------------------------------------------------------------
 
 
 V2_TAGS = ["open inference protocol v2"]
+_MODEL = "/v2/models/{name:str}"
+_VERSIONED = "/v2/models/{name:str}/versions/{version:str}"
+_READY_ERRORS = {**_errors(404), 503: ResponseSpec(data_container=dict[str, Any])}
+_INFER_ERRORS = _errors(400, 401, 404, 413, 503)
 
 
-def _v2_server_routes(state: ServerState, guards: list[Any]) -> list[Any]:
-    """Server metadata and health."""
-    tags = V2_TAGS
-
-    @get("/v2", guards=guards, tags=tags, responses=_errors(401))
-    async def server_metadata() -> ServerMetadata:
-        """Server name, version and the protocol extensions it implements (Triton's names)."""
-        return ServerMetadata(name="electra", version=__version__, extensions=EXTENSIONS)
-
-    @get("/v2/models/stats", guards=guards, tags=tags, responses=_errors(401))
-    async def all_statistics() -> dict[str, list[dict[str, Any]]]:
-        """Triton's statistics extension for every model."""
-        return {"model_stats": state.statistics.json(state.runners, VERSION)}
-
-    @get("/v2/health/live", tags=tags)
-    async def live() -> dict[str, bool]:
-        """200 while the process serves HTTP."""
-        return {"live": True}
-
-    @get("/v2/health/ready", tags=tags, responses={503: ResponseSpec(data_container=dict[str, bool])})
-    async def ready() -> Response[dict[str, bool]]:
-        """200 once every model is loaded and warmed up, 503 before."""
-        return Response({"ready": state.ready}, status_code=200 if state.ready else 503)
-
-    return [server_metadata, all_statistics, live, ready]
+@get("/v2", tags=V2_TAGS, responses=_errors(401))
+async def server_metadata() -> ServerMetadata:
+    """Server name, version and the protocol extensions it implements (Triton's names)."""
+    return ServerMetadata(name="electra", version=__version__, extensions=EXTENSIONS)
 
 
-def _v2_model_routes(state: ServerState, guards: list[Any]) -> list[Any]:
-    """Per model, each also under /versions/1: metadata, readiness, infer."""
-    tags = V2_TAGS
-    keyed = {"guards": guards, "tags": tags}
-    model = "/v2/models/{name:str}"
-    versioned = "/v2/models/{name:str}/versions/{version:str}"
+@get("/v2/models/stats", tags=V2_TAGS, responses=_errors(401))
+async def all_statistics(server: Server) -> dict[str, list[dict[str, Any]]]:
+    """Triton's statistics extension for every model."""
+    return {"model_stats": server.statistics.json(server.runners, VERSION)}
 
-    async def metadata(name: str, version: str | None) -> ModelMetadata:
-        return metadata_of(_model(state, name, version))
 
-    async def configuration(name: str, version: str | None) -> dict[str, Any]:
-        return config_of(_model(state, name, version), state.settings)
+@get("/v2/health/live", tags=V2_TAGS)
+async def live() -> dict[str, bool]:
+    """200 while the process serves HTTP."""
+    return {"live": True}
 
-    async def statistics(name: str, version: str | None) -> dict[str, list[dict[str, Any]]]:
-        return {"model_stats": state.statistics.json([_model(state, name, version).name], VERSION)}
 
-    async def readiness(name: str, version: str | None) -> Response[dict[str, Any]]:
-        runner = _model(state, name, version)
-        return Response({"name": runner.name, "ready": state.ready}, status_code=200 if state.ready else 503)
+@get("/v2/health/ready", tags=V2_TAGS, responses={503: ResponseSpec(data_container=dict[str, bool])})
+async def ready(server: Server) -> Response[dict[str, bool]]:
+    """200 once every model is loaded and warmed up, 503 before."""
+    return Response({"ready": server.ready}, status_code=200 if server.ready else 503)
 
-    async def infer(name: str, version: str | None, request: Request[Any, Any, Any]) -> Response[bytes]:
-        return await _infer(state, _model(state, name, version), request)
 
-    ready_errors = {**_errors(404), 503: ResponseSpec(data_container=dict[str, Any])}
-    infer_errors = _errors(400, 401, 404, 413, 503)
+# Per model, each also under /versions/1 (a bundle is version 1): metadata, configuration, statistics,
+# readiness, infer.
 
-    @get(model, responses=_errors(401, 404), **keyed)
-    async def model_metadata(name: FromPath[str]) -> ModelMetadata:
-        """The model's input and output tensors."""
-        return await metadata(name, None)
 
-    @get(versioned, responses=_errors(401, 404), **keyed)
-    async def model_version_metadata(name: FromPath[str], version: FromPath[str]) -> ModelMetadata:
-        """The model's input and output tensors (a bundle is version 1)."""
-        return await metadata(name, version)
+@get(_MODEL, tags=V2_TAGS, responses=_errors(401, 404))
+async def model_metadata(name: FromPath[str], server: Server) -> ModelMetadata:
+    """The model's input and output tensors."""
+    return metadata_of(_model(server, name, None))
 
-    @get(model + "/config", responses=_errors(401, 404), **keyed)
-    async def model_configuration(name: FromPath[str]) -> dict[str, Any]:
-        """Triton's model configuration (ModelConfig): tensors with data_type and dims after the batch
-        dimension, optional inputs, max_batch_size (--max-texts), dynamic batching."""
-        return await configuration(name, None)
 
-    @get(versioned + "/config", responses=_errors(401, 404), **keyed)
-    async def model_version_configuration(name: FromPath[str], version: FromPath[str]) -> dict[str, Any]:
-        """Triton's model configuration (a bundle is version 1)."""
-        return await configuration(name, version)
+@get(_VERSIONED, tags=V2_TAGS, responses=_errors(401, 404))
+async def model_version_metadata(
+    name: FromPath[str], version: FromPath[str], server: Server
+) -> ModelMetadata:
+    """The model's input and output tensors (a bundle is version 1)."""
+    return metadata_of(_model(server, name, version))
 
-    @get(model + "/stats", responses=_errors(401, 404), **keyed)
-    async def model_statistics(name: FromPath[str]) -> dict[str, list[dict[str, Any]]]:
-        """Triton's statistics extension: request counts and durations, queue, tokenization (compute_input),
-        model calls (compute_infer) and post-processing (compute_output)."""
-        return await statistics(name, None)
 
-    @get(versioned + "/stats", responses=_errors(401, 404), **keyed)
-    async def model_version_statistics(
-        name: FromPath[str], version: FromPath[str]
-    ) -> dict[str, list[dict[str, Any]]]:
-        """Triton's statistics extension (a bundle is version 1)."""
-        return await statistics(name, version)
+@get(_MODEL + "/config", tags=V2_TAGS, responses=_errors(401, 404))
+async def model_configuration(name: FromPath[str], server: Server) -> dict[str, Any]:
+    """Triton's model configuration (ModelConfig): tensors with data_type and dims after the batch
+    dimension, optional inputs, max_batch_size (--max-texts), dynamic batching."""
+    return config_of(_model(server, name, None), server.settings)
 
-    @get(model + "/ready", tags=tags, responses=ready_errors)
-    async def model_ready(name: FromPath[str]) -> Response[dict[str, Any]]:
-        """200 when the model can answer, 503 while it warms up; open, as the health probes are."""
-        return await readiness(name, None)
 
-    @get(versioned + "/ready", tags=tags, responses=ready_errors)
-    async def model_version_ready(name: FromPath[str], version: FromPath[str]) -> Response[dict[str, Any]]:
-        """200 when the model can answer, 503 while it warms up."""
-        return await readiness(name, version)
+@get(_VERSIONED + "/config", tags=V2_TAGS, responses=_errors(401, 404))
+async def model_version_configuration(
+    name: FromPath[str], version: FromPath[str], server: Server
+) -> dict[str, Any]:
+    """Triton's model configuration (a bundle is version 1)."""
+    return config_of(_model(server, name, version), server.settings)
 
-    @post(model + "/infer", status_code=200, responses=infer_errors, **keyed)
-    async def model_infer(name: FromPath[str], request: Request[Any, Any, Any]) -> Response[bytes]:
-        """Texts in, tensors out: JSON, or Triton's binary tensor data extension (tritonclient's default)."""
-        return await infer(name, None, request)
 
-    @post(versioned + "/infer", status_code=200, responses=infer_errors, **keyed)
-    async def model_version_infer(
-        name: FromPath[str], version: FromPath[str], request: Request[Any, Any, Any]
-    ) -> Response[bytes]:
-        """Texts in, tensors out (a bundle is version 1)."""
-        return await infer(name, version, request)
+@get(_MODEL + "/stats", tags=V2_TAGS, responses=_errors(401, 404))
+async def model_statistics(name: FromPath[str], server: Server) -> dict[str, list[dict[str, Any]]]:
+    """Triton's statistics extension: request counts and durations, queue, tokenization (compute_input),
+    model calls (compute_infer) and post-processing (compute_output)."""
+    return _statistics(server, name, None)
 
-    return [
-        model_metadata,
-        model_version_metadata,
-        model_configuration,
-        model_version_configuration,
-        model_statistics,
-        model_version_statistics,
-        model_ready,
-        model_version_ready,
-        model_infer,
-        model_version_infer,
-    ]
+
+@get(_VERSIONED + "/stats", tags=V2_TAGS, responses=_errors(401, 404))
+async def model_version_statistics(
+    name: FromPath[str], version: FromPath[str], server: Server
+) -> dict[str, list[dict[str, Any]]]:
+    """Triton's statistics extension (a bundle is version 1)."""
+    return _statistics(server, name, version)
+
+
+@get(_MODEL + "/ready", tags=V2_TAGS, responses=_READY_ERRORS)
+async def model_ready(name: FromPath[str], server: Server) -> Response[dict[str, Any]]:
+    """200 when the model can answer, 503 while it warms up; open, as the health probes are."""
+    return _readiness(server, name, None)
+
+
+@get(_VERSIONED + "/ready", tags=V2_TAGS, responses=_READY_ERRORS)
+async def model_version_ready(
+    name: FromPath[str], version: FromPath[str], server: Server
+) -> Response[dict[str, Any]]:
+    """200 when the model can answer, 503 while it warms up."""
+    return _readiness(server, name, version)
+
+
+@post(_MODEL + "/infer", status_code=200, tags=V2_TAGS, responses=_INFER_ERRORS)
+async def model_infer(
+    name: FromPath[str], request: Request[Any, Any, Any], server: Server
+) -> Response[bytes]:
+    """Texts in, tensors out: JSON, or Triton's binary tensor data extension (tritonclient's default)."""
+    return await _infer(server, _model(server, name, None), request)
+
+
+@post(_VERSIONED + "/infer", status_code=200, tags=V2_TAGS, responses=_INFER_ERRORS)
+async def model_version_infer(
+    name: FromPath[str], version: FromPath[str], request: Request[Any, Any, Any], server: Server
+) -> Response[bytes]:
+    """Texts in, tensors out (a bundle is version 1)."""
+    return await _infer(server, _model(server, name, version), request)
+
+
+def _statistics(server: ServerState, name: str, version: str | None) -> dict[str, list[dict[str, Any]]]:
+    return {"model_stats": server.statistics.json([_model(server, name, version).name], VERSION)}
+
+
+def _readiness(server: ServerState, name: str, version: str | None) -> Response[dict[str, Any]]:
+    runner = _model(server, name, version)
+    return Response({"name": runner.name, "ready": server.ready}, status_code=200 if server.ready else 503)
 
 
 async def _infer(state: ServerState, runner: ModelRunner, request: Request[Any, Any, Any]) -> Response[bytes]:
@@ -499,67 +483,83 @@ V2_TENSORS = {
 # --- Hugging Face task shapes -----------------------------------------------------------------------------
 
 
-def _hf_routes(state: ServerState, guards: list[Any]) -> list[Any]:
-    @post(
-        "/hf/{name:str}",
-        guards=guards,
-        before_request=read_json_body,
-        status_code=200,
-        tags=["hugging face inference api"],
-        responses=_errors(400, 401, 404, 413, 503),
-    )
-    async def hf_task(
-        name: FromPath[str], data: JSONBody[HFRequest], scope: Scope
-    ) -> (
-        list[list[LabelScore]]
-        | list[list[TokenEntity]]
-        | list[TokenEntity]
-        | list[FillMaskElement]
-        | list[list[FillMaskElement]]
-        | list[list[list[FillMaskElement]]]
-    ):
-        """A classifier answers text-classification (`top_k`, `function_to_apply`), a tagger or a detector
-        token-classification (`aggregation_strategy`, `ignore_labels`, `stride`), and a detector with a
-        generator fill-mask too (`top_k`, `targets`; when a text holds [MASK] or the request sends those):
-        what `huggingface_hub.InferenceClient(model=URL)` sends and reads."""
-        runner = _model(state, name, None)
-        meta = request_meta(scope)
-        single = not isinstance(data.inputs, list)
-        items = [data.inputs] if single else list(data.inputs)  # type: ignore[list-item]
-        parameters = data.parameters or {}
-        generator = runner.generator
-        if generator is not None and is_fill_mask(parameters, items, generator.token(runner.mask_id)):
-            conflict = fill_mask_conflict(runner.name, parameters)
-            if conflict is not None:
-                raise ProtocolError(conflict)
-            filled = await fill_mask(state.inference, runner, items, parameters, meta)
-            return filled[0] if single else filled
-        mismatch = wrong_task(runner.name, runner.kind, parameters)
-        if mismatch is not None:
-            raise ProtocolError(mismatch)
-        if is_token_classifier(runner.kind):
-            entities = await _token_classification(state, runner, items, parameters, meta)
-            return entities[0] if single else entities
-        return await _text_classification(state, runner, items, parameters, meta)
+@post(
+    "/hf/{name:str}",
+    before_request=read_json_body,
+    status_code=200,
+    tags=["hugging face inference api"],
+    responses=_errors(400, 401, 404, 413, 503),
+)
+async def hf_task(
+    name: FromPath[str], data: JSONBody[HFRequest], scope: Scope, server: Server
+) -> (
+    list[list[LabelScore]]
+    | list[list[TokenEntity]]
+    | list[TokenEntity]
+    | list[FillMaskElement]
+    | list[list[FillMaskElement]]
+    | list[list[list[FillMaskElement]]]
+):
+    """A classifier answers text-classification (`top_k`, `function_to_apply`), a tagger or a detector
+    token-classification (`aggregation_strategy`, `ignore_labels`, `stride`), and a detector with a
+    generator fill-mask too (`top_k`, `targets`; when a text holds [MASK] or the request sends those):
+    what `huggingface_hub.InferenceClient(model=URL)` sends and reads."""
+    runner = _model(server, name, None)
+    meta = request_meta(scope)
+    single = not isinstance(data.inputs, list)
+    items = [data.inputs] if single else list(data.inputs)  # type: ignore[list-item]
+    parameters = data.parameters or {}
+    generator = runner.generator
+    if generator is not None and is_fill_mask(parameters, items, generator.token(runner.mask_id)):
+        conflict = fill_mask_conflict(runner.name, parameters)
+        if conflict is not None:
+            raise ProtocolError(conflict)
+        filled = await fill_mask(server.inference, runner, items, parameters, meta)
+        return filled[0] if single else filled
+    mismatch = wrong_task(runner.name, runner.kind, parameters)
+    if mismatch is not None:
+        raise ProtocolError(mismatch)
+    if is_token_classifier(runner.kind):
+        entities = await _token_classification(server, runner, items, parameters, meta)
+        return entities[0] if single else entities
+    return await _text_classification(server, runner, items, parameters, meta)
 
-    @post(
-        "/hf/{name:str}/pipeline/feature-extraction",
-        guards=guards,
-        before_request=read_json_body,
-        status_code=200,
-        tags=["hugging face inference api"],
-        responses=_errors(400, 401, 404, 413, 503),
-    )
-    async def feature_extraction(name: FromPath[str], request: Request[Any, Any, Any]) -> list[list[float]]:
-        """Any encoder's sentence vectors, as /embed answers them (`normalize`, `truncate`,
-        `truncation_direction`, at the body's top level): what `InferenceClient.feature_extraction` sends to a
-        URL, and the path the hosted API serves it on (`/models/NAME/pipeline/feature-extraction`)."""
-        data, _ = await read_body(request, EmbedRequest)
-        if data.model not in (None, name):
-            raise ProtocolError(f"'model' is {data.model!r} but the path names {name!r}: send one of them")
-        return await embed_vectors(state, data, _model(state, name, None).name, request_meta(request.scope))
 
-    return [hf_task, feature_extraction]
+@post(
+    "/hf/{name:str}/pipeline/feature-extraction",
+    before_request=read_json_body,
+    status_code=200,
+    tags=["hugging face inference api"],
+    responses=_errors(400, 401, 404, 413, 503),
+)
+async def feature_extraction(
+    name: FromPath[str], request: Request[Any, Any, Any], server: Server
+) -> list[list[float]]:
+    """Any encoder's sentence vectors, as /embed answers them (`normalize`, `truncate`,
+    `truncation_direction`, at the body's top level): what `InferenceClient.feature_extraction` sends to a
+    URL, and the path the hosted API serves it on (`/models/NAME/pipeline/feature-extraction`)."""
+    data, _ = await read_body(request, EmbedRequest)
+    if data.model not in (None, name):
+        raise ProtocolError(f"'model' is {data.model!r} but the path names {name!r}: send one of them")
+    return await embed_vectors(server, data, _model(server, name, None).name, request_meta(request.scope))
+
+
+# Behind the API keys when the server has some, and open (readiness, as the health probes are).
+KEYED_ROUTES = [
+    server_metadata,
+    all_statistics,
+    model_metadata,
+    model_version_metadata,
+    model_configuration,
+    model_version_configuration,
+    model_statistics,
+    model_version_statistics,
+    model_infer,
+    model_version_infer,
+    hf_task,
+    feature_extraction,
+]
+OPEN_ROUTES = [live, ready, model_ready, model_version_ready]
 
 
 def _parameters(parameters: dict[str, Any], into: type[Any]) -> Any:

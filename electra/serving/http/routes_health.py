@@ -3,33 +3,31 @@ keys (a probe sends none)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from litestar import Response, get
 from litestar.openapi import ResponseSpec
 
 from electra.serving.http.schemas import Status
-from electra.serving.http.state import ServerState
+from electra.serving.http.state import Server, ServerState
 
 
-def health_routes(state: ServerState) -> list[Any]:
-    @get("/health/live", tags=["health"])
-    async def live() -> Status:
-        """200 while the process serves HTTP."""
-        return Status(status="live")
+@get("/health/live", tags=["health"])
+async def live() -> Status:
+    """200 while the process serves HTTP."""
+    return Status(status="live")
 
-    @get(
-        "/health/ready",
-        tags=["health"],
-        responses={
-            503: ResponseSpec(data_container=Status, description="not ready", generate_examples=False)
-        },
-    )
-    async def ready() -> Response[Status]:
-        """200 once every model is loaded and warmed up; 503 before (and during shutdown)."""
-        return _readiness(state)
 
-    return [live, ready]
+@get(
+    "/health/ready",
+    tags=["health"],
+    responses={503: ResponseSpec(data_container=Status, description="not ready", generate_examples=False)},
+)
+async def ready(server: Server) -> Response[Status]:
+    """200 once every model is loaded and warmed up; 503 before (and during shutdown)."""
+    return _readiness(server)
+
+
+# Open even when the server has API keys: a probe sends none.
+OPEN_ROUTES = [live, ready]
 
 
 def _readiness(state: ServerState) -> Response[Status]:

@@ -34,7 +34,7 @@ from electra.serving.http.schemas import (
     TagResponse,
     to_model_info,
 )
-from electra.serving.http.state import ServerState
+from electra.serving.http.state import Server, ServerState
 
 
 def _errors(*codes: int) -> dict[int, ResponseSpec]:
@@ -53,46 +53,53 @@ def _errors(*codes: int) -> dict[int, ResponseSpec]:
 INFERENCE_ERRORS = _errors(400, 401, 404, 413, 503)
 
 
-def inference_routes(state: ServerState, guards: list[Any]) -> list[Any]:
-    """/detect, /classify, /tag and /models, guarded by `guards` (none when the server has no keys)."""
-    inference = functools.partial(
-        post,
-        status_code=200,
-        guards=guards,
-        before_request=read_json_body,
-        tags=["inference"],
-        responses=INFERENCE_ERRORS,
-    )
+_inference = functools.partial(
+    post,
+    status_code=200,
+    before_request=read_json_body,
+    tags=["inference"],
+    responses=INFERENCE_ERRORS,
+)
 
-    @inference("/detect")
-    async def detect(
-        data: Annotated[DetectRequest, Body(media_type=RequestEncodingType.JSON)], scope: Scope
-    ) -> DetectResponse:
-        """Score every token of each text: probability that it was replaced (ELECTRA's discriminator); with
-        `suggest`, what the generator proposes in place of each replaced token."""
-        return await _detect(state, data, request_meta(scope))
 
-    @inference("/classify")
-    async def classify(
-        data: Annotated[ClassifyRequest, Body(media_type=RequestEncodingType.JSON)], scope: Scope
-    ) -> ClassifyResponse:
-        """Label each input (or text pair) with a fine-tuned classifier; regression answers a score."""
-        return await _classify(state, data, request_meta(scope))
+@_inference("/detect")
+async def detect(
+    data: Annotated[DetectRequest, Body(media_type=RequestEncodingType.JSON)],
+    scope: Scope,
+    server: Server,
+) -> DetectResponse:
+    """Score every token of each text: probability that it was replaced (ELECTRA's discriminator); with
+    `suggest`, what the generator proposes in place of each replaced token."""
+    return await _detect(server, data, request_meta(scope))
 
-    @inference("/tag")
-    async def tag(
-        data: Annotated[TagRequest, Body(media_type=RequestEncodingType.JSON)], scope: Scope
-    ) -> TagResponse:
-        """The entities of each text (token classification with a tagger), grouped as transformers'
-        TokenClassificationPipeline does; long texts through overlapping windows, as on /detect."""
-        return await _tag(state, data, request_meta(scope))
 
-    @get("/models", guards=guards, tags=["models"], responses=_errors(401))
-    async def models() -> ModelsResponse:
-        """The loaded bundles and their metadata (kind, labels, limits, precision, fused ops, parity)."""
-        return ModelsResponse(models=[to_model_info(r.describe()) for r in state.runners.values()])
+@_inference("/classify")
+async def classify(
+    data: Annotated[ClassifyRequest, Body(media_type=RequestEncodingType.JSON)],
+    scope: Scope,
+    server: Server,
+) -> ClassifyResponse:
+    """Label each input (or text pair) with a fine-tuned classifier; regression answers a score."""
+    return await _classify(server, data, request_meta(scope))
 
-    return [detect, classify, tag, models]
+
+@_inference("/tag")
+async def tag(
+    data: Annotated[TagRequest, Body(media_type=RequestEncodingType.JSON)], scope: Scope, server: Server
+) -> TagResponse:
+    """The entities of each text (token classification with a tagger), grouped as transformers'
+    TokenClassificationPipeline does; long texts through overlapping windows, as on /detect."""
+    return await _tag(server, data, request_meta(scope))
+
+
+@get("/models", tags=["models"], responses=_errors(401))
+async def models(server: Server) -> ModelsResponse:
+    """The loaded bundles and their metadata (kind, labels, limits, precision, fused ops, parity)."""
+    return ModelsResponse(models=[to_model_info(r.describe()) for r in server.runners.values()])
+
+
+# /detect, /classify, /tag and /models: behind the API keys when the server has some.
+KEYED_ROUTES = [detect, classify, tag, models]
 
 
 async def _detect(state: ServerState, data: DetectRequest, meta: RequestMetadata) -> DetectResponse:

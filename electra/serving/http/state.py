@@ -1,6 +1,10 @@
 """What every route of one app shares: the engine (electra.serving.engine.backend: the models, their
 batchers, readiness and the core every route hands its request to), Triton's statistics, the API keys, and
 with --workers the other workers' readiness.
+
+Route handlers are module-level functions that get it by dependency injection: a handler with a parameter
+named `server` (SERVER) is handed its app's ServerState (`dependencies`), so one handler serves every app
+built in a process (each app registers its own copy, through a Router) and none closes over a state.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from litestar import Litestar
+from litestar.di import NamedDependency, Provide
 
 from electra.serving.engine.backend import BatchingBackend
 from electra.serving.engine.runtime import ModelRunner
@@ -79,3 +84,14 @@ class ServerState:
         given = token.strip().encode()
         # Compare against every key, so the time taken says nothing about which key (or prefix) matched.
         return any([hmac.compare_digest(given, key) for key in self._keys])
+
+
+# The parameter a route handler names to get its app's ServerState (`state` is Litestar's own app state),
+# and its type: `server: Server`.
+SERVER = "server"
+Server = NamedDependency[ServerState]
+
+
+def dependencies(state: ServerState) -> dict[str, Provide]:
+    """The app's dependencies: `server`, this app's one ServerState (the same object for every request)."""
+    return {SERVER: Provide(lambda: state, use_cache=True, sync_to_thread=False)}

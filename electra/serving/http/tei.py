@@ -47,7 +47,7 @@ from electra.serving.http.schemas import (
     RerankRequest,
     TEIError,
 )
-from electra.serving.http.state import ServerState
+from electra.serving.http.state import Server
 from electra.serving.http.tei_bodies import auto_truncate, embed_vectors, read_body
 
 log = logging.getLogger("electra.serving")
@@ -63,75 +63,77 @@ def _errors(*codes: int) -> dict[int, ResponseSpec]:
     }
 
 
-def tei_routes(state: ServerState, guards: list[Any]) -> list[Any]:
-    @post(
-        "/rerank",
-        status_code=200,
-        guards=guards,
-        before_request=read_json_body,
-        tags=TAGS,
-        responses=_errors(400, 401, 404, 413, 503),
+@post(
+    "/rerank",
+    status_code=200,
+    before_request=read_json_body,
+    tags=TAGS,
+    responses=_errors(400, 401, 404, 413, 503),
+)
+async def rerank(request: Request[Any, Any, Any], server: Server) -> Response[list[Rank]]:
+    """Every text scored against the query by a cross-encoder, best first (TEI's /rerank)."""
+    data, ignored = await read_body(request, RerankRequest)
+    asked = Rerank(
+        data.query,
+        data.texts,
+        auto_truncate(server, data.truncate),
+        data.truncation_direction.lower(),
+        data.raw_scores,
+        allow_empty=False,
     )
-    async def rerank(request: Request[Any, Any, Any]) -> Response[list[Rank]]:
-        """Every text scored against the query by a cross-encoder, best first (TEI's /rerank)."""
-        data, ignored = await read_body(request, RerankRequest)
-        rerank = Rerank(
-            data.query,
-            data.texts,
-            auto_truncate(state, data.truncate),
-            data.truncation_direction.lower(),
-            data.raw_scores,
-            allow_empty=False,
-        )
-        _, scored = await state.inference.rerank(rerank, model=data.model, meta=request_meta(request.scope))
-        scores = as_float32([score for _, score in scored])
-        if data.return_text:
-            ranks = [Rank(i, s, data.texts[i]) for (i, _), s in zip(scored, scores, strict=True)]
-        else:
-            ranks = [Rank(i, s) for (i, _), s in zip(scored, scores, strict=True)]
-        return Response(ranks, headers=_named(ignored))
+    _, scored = await server.inference.rerank(asked, model=data.model, meta=request_meta(request.scope))
+    scores = as_float32([score for _, score in scored])
+    if data.return_text:
+        ranks = [Rank(i, s, data.texts[i]) for (i, _), s in zip(scored, scores, strict=True)]
+    else:
+        ranks = [Rank(i, s) for (i, _), s in zip(scored, scores, strict=True)]
+    return Response(ranks, headers=_named(ignored))
 
-    @post(
-        "/predict",
-        status_code=200,
-        guards=guards,
-        before_request=read_json_body,
-        tags=TAGS,
-        responses=_errors(400, 401, 404, 413, 503),
+
+@post(
+    "/predict",
+    status_code=200,
+    before_request=read_json_body,
+    tags=TAGS,
+    responses=_errors(400, 401, 404, 413, 503),
+)
+async def predict(
+    request: Request[Any, Any, Any], server: Server
+) -> Response[list[Prediction] | list[list[Prediction]]]:
+    """Every label's score for one input, or for each of a batch, best first (TEI's /predict)."""
+    data, ignored = await read_body(request, PredictRequest)
+    single, pairs = predict_inputs(data.inputs)
+    classify = Classify(
+        pairs,
+        auto_truncate(server, data.truncate),
+        "inputs",
+        data.truncation_direction.lower(),
+        raw_scores=True,
+        allow_empty=False,
     )
-    async def predict(request: Request[Any, Any, Any]) -> Response[list[Prediction] | list[list[Prediction]]]:
-        """Every label's score for one input, or for each of a batch, best first (TEI's /predict)."""
-        data, ignored = await read_body(request, PredictRequest)
-        single, pairs = predict_inputs(data.inputs)
-        classify = Classify(
-            pairs,
-            auto_truncate(state, data.truncate),
-            "inputs",
-            data.truncation_direction.lower(),
-            raw_scores=True,
-            allow_empty=False,
-        )
-        meta = request_meta(request.scope)
-        runner, classified = await state.inference.classify(classify, model=data.model, meta=meta)
-        labels = runner.labels or ["LABEL_0"]
-        out = [predictions(row, labels, runner.multi_label, data.raw_scores) for row in classified.logits]
-        return Response(out[0] if single else out, headers=_named(ignored))
+    meta = request_meta(request.scope)
+    runner, classified = await server.inference.classify(classify, model=data.model, meta=meta)
+    labels = runner.labels or ["LABEL_0"]
+    out = [predictions(row, labels, runner.multi_label, data.raw_scores) for row in classified.logits]
+    return Response(out[0] if single else out, headers=_named(ignored))
 
-    @post(
-        "/embed",
-        status_code=200,
-        guards=guards,
-        before_request=read_json_body,
-        tags=TAGS,
-        responses=_errors(400, 401, 404, 413, 503),
-    )
-    async def embed(request: Request[Any, Any, Any]) -> Response[list[list[float]]]:
-        """Each input's sentence vector, pooled from the encoder's last hidden state (TEI's /embed)."""
-        data, ignored = await read_body(request, EmbedRequest)
-        vectors = await embed_vectors(state, data, data.model, request_meta(request.scope))
-        return Response(vectors, headers=_named(ignored))
 
-    return [rerank, predict, embed]
+@post(
+    "/embed",
+    status_code=200,
+    before_request=read_json_body,
+    tags=TAGS,
+    responses=_errors(400, 401, 404, 413, 503),
+)
+async def embed(request: Request[Any, Any, Any], server: Server) -> Response[list[list[float]]]:
+    """Each input's sentence vector, pooled from the encoder's last hidden state (TEI's /embed)."""
+    data, ignored = await read_body(request, EmbedRequest)
+    vectors = await embed_vectors(server, data, data.model, request_meta(request.scope))
+    return Response(vectors, headers=_named(ignored))
+
+
+# TEI's routes, behind the API keys when the server has some.
+KEYED_ROUTES = [rerank, predict, embed]
 
 
 def _named(ignored: list[str]) -> dict[str, str]:
