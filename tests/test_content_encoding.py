@@ -13,7 +13,13 @@ import pytest
 from litestar.exceptions import HTTPException
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 
-from electra.serving.http.middleware.content_encoding import CHUNK, BadEncoding, Inflating, coding_of
+from electra.serving.http.middleware.content_encoding import (
+    CHUNK,
+    MAX_MEMBERS,
+    BadEncoding,
+    Inflating,
+    coding_of,
+)
 
 
 def receive_of(wire: bytes, piece: int) -> Any:
@@ -79,6 +85,16 @@ def test_the_wire_bytes_count_against_the_limit_too() -> None:
 def test_a_cut_off_stream_is_an_error() -> None:
     with pytest.raises(BadEncoding, match="ends before its stream does"):
         read(Inflating(receive_of(zlib.compress(b"x" * 1000)[:-3], 100), "deflate", limit=10**6))
+
+
+def test_gzip_members_are_read_up_to_a_bound() -> None:
+    """Several members make one body (RFC 1952); each restarts the decoder on a copy of the input left, so a
+    body of many empty members (20 bytes each) cost time quadratic in its size: refused past MAX_MEMBERS."""
+    parts = [b'{"text": ', b'"a b"', *[b""] * (MAX_MEMBERS - 3), b"}"]
+    wire = b"".join(gzip.compress(part) for part in parts)
+    assert b"".join(read(Inflating(receive_of(wire, 10**7), "gzip", limit=10**6))) == b"".join(parts)
+    with pytest.raises(BadEncoding, match=f"more than {MAX_MEMBERS} gzip members"):
+        read(Inflating(receive_of(gzip.compress(b"") + wire, 10**7), "gzip", limit=10**6))
 
 
 @pytest.mark.parametrize(

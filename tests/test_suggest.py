@@ -5,7 +5,9 @@ mocks."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,13 +15,15 @@ from typing import Any
 import numpy as np
 import pytest
 from litestar.testing import TestClient
+from msgspec import UNSET
 from prometheus_client import REGISTRY
 
 from electra.bundle import read_bundle
 from electra.errors import InputError
 from electra.files import BUNDLE_JSON, GENERATOR_DIR, MODEL_ONNX
 from electra.serving.engine.encoded import Encoded
-from electra.serving.engine.suggest import ALONE_MAX, Target, edit, plan
+from electra.serving.engine.results import DetectResult, Suggestion, Token
+from electra.serving.engine.suggest import ALONE_MAX, Target, apply_best, edit, plan
 from electra.serving.engine.windows import Document, split
 from electra.serving.http.app import create_app
 from electra.serving.settings import ModelSpec, ServeSettings
@@ -521,3 +525,126 @@ def test_hub_ids_of_a_pair_export_offline_from_the_cache(hf_cache: Path, tmp_pat
         assert all(len(t["suggestions"]) == 2 for t in r.json()["results"][0]["tokens"])
     # A Hub id that is not in the cache, offline: one line naming it.
     assert main(["export", "--model", disc_id, "--generator", "google-test/nothing", "--out", str(out)]) == 2
+
+
+def reference_plan(
+    doc: Document, targets: list[Target], alone_from: int | None, alone_max: int | None
+) -> list[tuple[list[int], list[int], list[int]]]:
+    """The planner as first written, scanning every window for every target and the whole document for every
+    input (and mended: a word that had room in no window after its first piece, at a small stride, was given
+    no window and failed the request): per input, (its ids, its masked positions, the targets it answers)."""
+    tokens, span = doc.full.length - 2, doc.span
+
+    def owner(t: Target) -> int:
+        best, best_context = 0, -(10**9)  # at first -1: a word with no room in any window had no owner
+        for w, start in enumerate(doc.starts):
+            if not start <= t.first - 1 < start + span:
+                continue
+            before = t.first - 1 - start if start > 0 else tokens
+            after = start + span - 1 - (t.last - 1) if start + span < tokens else tokens
+            if min(before, after) > best_context:
+                best, best_context = w, min(before, after)
+        return best
+
+    def window_input(window: int, masked: list[int]) -> tuple[list[int], dict[int, int]]:
+        ids = doc.full.ids.tolist()
+        start, end = 1 + doc.starts[window], 1 + doc.starts[window] + span
+        by_first = {max(targets[i].first, start): targets[i] for i in masked}
+        out, first_mask, i = [ids[0]], {}, start
+        while i < end:
+            t = by_first.get(i)
+            if t is None:
+                out.append(ids[i])
+                i += 1
+                continue
+            first_mask[t.first] = len(out)
+            out.append(MASK)
+            i = min(t.last, end - 1) + 1
+        return [*out, ids[doc.full.length - 1]], first_mask
+
+    owners = [owner(t) for t in targets]
+    alone = [False] * len(targets)
+    if alone_from is not None:
+        run: list[int] = []
+        for i in [*sorted(range(len(targets)), key=lambda i: targets[i].first), None]:
+            if i is not None and run and targets[i].first == targets[run[-1]].last + 1:
+                run.append(i)
+                continue
+            if len(run) >= alone_from:
+                for j in run:
+                    alone[j] = True
+            run = [] if i is None else [i]
+    if alone_max is not None:
+        alone = [a and owners.count(owners[i]) <= alone_max for i, a in enumerate(alone)]
+    out = []
+    together = [i for i in range(len(targets)) if not alone[i]]
+    for window in sorted({owners[i] for i in together}):
+        answered = [i for i in together if owners[i] == window]
+        start = doc.starts[window]
+        masked = [i for i in together if targets[i].first - 1 < start + span and targets[i].last - 1 >= start]
+        ids, first_mask = window_input(window, masked)
+        out.append((ids, [first_mask[targets[i].first] for i in answered], answered))
+    for i in range(len(targets)):
+        if alone[i]:
+            ids, first_mask = window_input(owners[i], [i])
+            out.append((ids, [first_mask[targets[i].first]], [i]))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_plan_equals_the_planner_as_first_written(seed: int) -> None:
+    """The planner finds each target's windows and each window's targets by bisection, and reads only a
+    window's tokens per input (a long document's suggestions were quadratic in its length): the same inputs
+    as the scanning planner, for documents of one window or many, words of one piece or several, every
+    strategy."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 120))
+    full = encoding([2, *rng.integers(10, 99, n).tolist(), 3])
+    max_seq_len = int(rng.integers(6, 40))
+    doc = split(full, max_seq_len, int(rng.integers(0, (max_seq_len - 2) // 2 + 1)))
+    targets, i = [], 1
+    while i <= n:  # disjoint units of 1-3 tokens, about half of them flagged
+        last = min(n, i + int(rng.integers(0, 3)))
+        if rng.random() < 0.5:
+            targets.append(Target(len(targets), i, last))
+        i = last + 1
+    alone_from = [None, 1, 2, 3][int(rng.integers(4))]
+    alone_max = [None, 1, 3, ALONE_MAX][int(rng.integers(4))]
+    got = plan(doc, targets, MASK, 2, whole_words=True, alone_from=alone_from, alone_max=alone_max)
+    expected = reference_plan(doc, targets, alone_from, alone_max)
+    assert [(x.ids.tolist(), list(x.masked), a) for x, a in zip(got.inputs, got.answers, strict=True)] == [
+        (ids, masked, answered) for ids, masked, answered in expected
+    ]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_best_suggestions_apply_as_one_edit_after_another(seed: int) -> None:
+    """apply_best makes the text in one pass; applied one at a time, from the last edit back, the same."""
+    rng = np.random.default_rng(seed)
+    text = "".join(rng.choice(list("ab cd,é")) for _ in range(int(rng.integers(0, 60))))
+    cuts = sorted(set(rng.integers(0, len(text) + 1, int(rng.integers(0, 12))).tolist()))
+    tokens = []
+    for start, end in itertools.pairwise(cuts):
+        flagged = bool(rng.random() < 0.6)
+        proposals = [Suggestion("x", 0.5, "".join(rng.choice(list("XY ")) for _ in range(3)), start, end)]
+        tokens.append(Token(text[start:end], start, end, 0.9, flagged, proposals if flagged else UNSET))
+    result = DetectResult(tokens=tokens, replaced_fraction=0.0, truncated=False)
+    expected = text
+    for t in reversed(tokens):
+        if t.suggestions:
+            expected = expected[: t.start] + t.suggestions[0].text + expected[t.end :]
+    assert apply_best(text, result) == expected
+
+
+def test_the_best_suggestions_of_a_long_text_apply_in_linear_time() -> None:
+    """One copy of the text per edit made a 200,000-character text flagged throughout take minutes of CPU.
+    Bound: 2 s of this thread's CPU, generous (tests/test_request_bounds.py)."""
+    n = 100_000
+    tokens = [
+        Token("a", 2 * i, 2 * i + 1, 0.9, True, [Suggestion("b", 0.5, "b", 2 * i, 2 * i + 1)])
+        for i in range(n)
+    ]
+    result = DetectResult(tokens=tokens, replaced_fraction=1.0, truncated=False)
+    start = time.thread_time()
+    assert apply_best("a " * n, result) == "b " * n
+    assert time.thread_time() - start < 2.0

@@ -60,6 +60,14 @@ from electra.serving.settings import ServeSettings
 # so the product is bounded (16M characters: a 50,000-character text, the default --max-chars, with 16 masks
 # at top_k 20) and a request over it gets a 413 before the generator runs.
 MAX_SEQUENCE_CHARS = 16_000_000
+# /detect's `suggest`: every flagged token (or word) of every text gets that many suggestions, so the answer,
+# and the generator's work before it, grow as flagged tokens x suggest; at a threshold of 0 every token is
+# flagged (350 kB of commas at suggest 20: about 7 million). Over this many suggestions in one answer a
+# request gets a 413 before the generator runs.
+MAX_SUGGESTIONS = 200_000
+# fill-mask's `targets`: each word is tokenized on the event loop (a few microseconds each), so their number
+# is bounded, far above what a request that narrows the ranking needs.
+MAX_TARGETS = 10_000
 # Requests with more characters than this are tokenized in a worker thread rather than on the event loop.
 INLINE_TOKENIZE_CHARS = 4096
 
@@ -333,6 +341,12 @@ class Inference:
             out.append(result)
         if suggest is not None:
             targets = [flagged(r, s.encoded, level) for r, s in zip(out, scored, strict=True)]
+            wanted = sum(len(found) for found in targets) * suggest
+            if wanted > MAX_SUGGESTIONS:
+                raise TooLarge(
+                    f"the answer would hold {wanted:,} suggestions (flagged tokens x 'suggest'); at most "
+                    f"{MAX_SUGGESTIONS:,}: send a higher threshold, a lower 'suggest' or shorter texts"
+                )
             docs = [s.doc for s in scored]
             rows = await self.suggestions(runner, docs, targets, suggest, level == "word", meta)
             generator = self.generator(runner)
@@ -542,6 +556,8 @@ def _target_ids(runner: ModelRunner, targets: str | list[str] | None) -> tuple[i
     if targets is None:
         return None
     words = [targets] if isinstance(targets, str) else targets
+    if len(words) > MAX_TARGETS:
+        raise TooLarge(f"parameters: 'targets' holds {len(words):,} words; at most {MAX_TARGETS:,}")
     ids: list[int] = []
     for word in words:
         token_id = runner.tokenizer.token_to_id(word)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
+from bisect import bisect_left
 
 import numpy as np
 
@@ -73,7 +74,9 @@ def with_marks(text: str, offsets: list[tuple[int, int]]) -> list[tuple[int, int
             continue
         if starts is None:
             starts = sorted(s for s, e in offsets if e > s)
-        limit = next((s for s in starts if s >= end), n)
+        # By bisection: a scan per token would make a text of many marked tokens quadratic in its length.
+        after = bisect_left(starts, end)
+        limit = starts[after] if after < len(starts) else n
         while end < limit and unicodedata.category(text[end]).startswith("M"):
             end += 1
         out[i] = (start, end)

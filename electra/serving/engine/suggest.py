@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import unicodedata
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -116,12 +117,20 @@ def plan(
         answers.append(answered)
 
     together = [i for i in range(len(targets)) if not alone[i]]
-    for window in sorted({owner[i] for i in together}):
-        answered = [i for i in together if owner[i] == window]
+    owned: dict[int, list[int]] = {}
+    for i in together:
+        owned.setdefault(owner[i], []).append(i)
+    # Targets do not overlap one another, so by their first token their last ones are in order too, and the
+    # targets a window overlaps are one run of them, found by bisection (not a scan per window).
+    by_first = sorted(together, key=lambda i: targets[i].first)
+    firsts = [targets[i].first - 1 for i in by_first]  # content indices
+    lasts = [targets[i].last - 1 for i in by_first]
+    for window in sorted(owned):
+        start = doc.starts[window]
         # Every other target of the group the window holds is masked too: the generator never sees a token
         # the detector doubts, whichever window predicts it.
-        masked = [i for i in together if _overlaps(doc, window, targets[i])]
-        add(window, masked, answered)
+        masked = sorted(by_first[bisect_left(lasts, start) : bisect_left(firsts, start + doc.span)])
+        add(window, masked, owned[window])
     for i in range(len(targets)):
         if alone[i]:
             add(owner[i], [i], [i])
@@ -132,20 +141,17 @@ def _owner(doc: Document, target: Target) -> int:
     """The window where `target` has the most context on both sides (ties: the earlier window)."""
     tokens, span = doc.full.length - 2, doc.span
     first, last = target.first - 1, target.last - 1  # content indices
-    best, best_context = 0, -1
-    for w, start in enumerate(doc.starts):
-        if not start <= first < start + span:
-            continue
+    best, best_context = 0, None
+    # The windows that hold `first` (starts in order): start <= first < start + span. A word longer than any
+    # of them has room for after its first piece (a small stride) has negative context in all of them: it
+    # still goes to one of them, where its [MASK] is.
+    for w in range(bisect_right(doc.starts, first - span), bisect_right(doc.starts, first)):
+        start = doc.starts[w]
         before = first - start if start > 0 else tokens
         after = start + span - 1 - last if start + span < tokens else tokens
-        if min(before, after) > best_context:
+        if best_context is None or min(before, after) > best_context:
             best, best_context = w, min(before, after)
     return best
-
-
-def _overlaps(doc: Document, window: int, target: Target) -> bool:
-    start = doc.starts[window]
-    return target.first - 1 < start + doc.span and target.last - 1 >= start
 
 
 def _in_long_runs(targets: Sequence[Target], alone_from: int | None) -> list[bool]:
@@ -173,25 +179,28 @@ def _masked_window(
     token; one per target when a target has several pieces, so a word becomes one [MASK]), and the position
     of each target's first [MASK], in the order of `masked`."""
     full = doc.full
-    ids, types = full.ids.tolist(), full.type_ids.tolist()
     start, end = 1 + doc.starts[window], 1 + doc.starts[window] + doc.span  # token indices of the content
+    # The window's tokens only: a document's every token per generator input would make a long document's
+    # suggestions quadratic in its length.
+    ids = full.ids[start:end].tolist()
+    types = full.type_ids[start:end].tolist()
     by_first = {max(t.first, start): t for t in masked}
-    out_ids, out_types = [ids[0]], [types[0]]
+    out_ids, out_types = [int(full.ids[0])], [int(full.type_ids[0])]
     first_mask: dict[int, int] = {}
     i = start
     while i < end:
         target = by_first.get(i)
         if target is None:
-            out_ids.append(ids[i])
-            out_types.append(types[i])
+            out_ids.append(ids[i - start])
+            out_types.append(types[i - start])
             i += 1
             continue
         first_mask[target.first] = len(out_ids)
         out_ids.append(mask_id)
-        out_types.append(types[i])
+        out_types.append(types[i - start])
         i = min(target.last, end - 1) + 1
-    out_ids.append(ids[full.length - 1])
-    out_types.append(types[full.length - 1])
+    out_ids.append(int(full.ids[full.length - 1]))
+    out_types.append(int(full.type_ids[full.length - 1]))
     return out_ids, out_types, [first_mask[t.first] for t in masked]
 
 
@@ -267,14 +276,16 @@ def _run_together(left: str, right: str) -> bool:
 
 
 def apply_best(text: str, result: DetectResult) -> str:
-    """`text` with each token's best suggestion applied (the edits never overlap)."""
-    edits = sorted(
-        ((s.start, s.end, s.text) for t in result.tokens if t.suggestions for s in t.suggestions[:1]),
-        reverse=True,
-    )
+    """`text` with each token's best suggestion applied (the edits never overlap), in one pass: a copy of
+    the text per edit would make a long text flagged throughout quadratic in its length."""
+    best = [t.suggestions[0] for t in result.tokens if t.suggestions]
+    edits = sorted((s.start, s.end, s.text) for s in best)
+    pieces, at = [], 0
     for start, end, replacement in edits:
-        text = text[:start] + replacement + text[end:]
-    return text
+        pieces += [text[at:start], replacement]
+        at = end
+    pieces.append(text[at:])
+    return "".join(pieces)
 
 
 def _cased_like(surface: str, original: str) -> str:

@@ -85,6 +85,8 @@ def why_not_json(body: bytes, error: Exception) -> str:
             json.loads(body)
         except ValueError:
             return f"it ends before the JSON value is complete (byte {len(body)})"
+        except RecursionError:  # the stdlib's decoder nests deeper per level than msgspec's
+            return TOO_DEEP
         return "a \\uXXXX escape is half of a UTF-16 surrogate pair without the other half"
     return message
 

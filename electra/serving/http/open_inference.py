@@ -16,6 +16,7 @@ classes (electra.serving.http.classification).
 from __future__ import annotations
 
 import math
+import reprlib
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +37,10 @@ BINARY_CONTENT_TYPE = "application/octet-stream"
 IGNORED_PARAMETERS = "ignored_parameters"
 IGNORED_HEADER = "Electra-Ignored-Parameters"
 # Triton's shared-memory parameters put a tensor where this server cannot reach it: refused, not ignored.
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother = 3, 80, 80
+# More dimensions than a tensor of texts needs (Triton's clients send [n] or [n, 1]), with room to spare.
+MAX_DIMS = 8
 SHARED_MEMORY = ("shared_memory_region", "shared_memory_byte_size", "shared_memory_offset")
 
 # Wire datatype -> numpy dtype of the tensors this server sends or accepts.
@@ -156,13 +161,19 @@ def parse_request(body: bytes, header_length: str | None) -> Request:
         ignored += _unused(spec.name, spec.parameters, {"binary_data_size"})
         if spec.name in inputs:
             raise ProtocolError(f"input {spec.name!r} is given twice")
-        tensor, offset = _input(spec, binary, offset)
+        tensor, offset = _input(spec, binary, offset, len(body))
         inputs[spec.name] = tensor
     if offset != len(binary):
         raise ProtocolError(
             f"{len(binary) - offset} bytes after the JSON header belong to no input's binary_data_size"
         )
     return Request(inputs, request.parameters or {}, request.id, request.outputs, ignored)
+
+
+def shown(value: Any) -> str:
+    """A client's value as an error message shows it: a few levels and characters of it, so a value nested
+    as deep as the decoder allows cannot overflow the stack in repr, nor a long one swell the message."""
+    return _SHOWN.repr(value)
 
 
 def _unused(tensor: str, parameters: dict[str, Any] | None, used: set[str]) -> list[str]:
@@ -188,14 +199,33 @@ def _split(body: bytes, header_length: str | None) -> tuple[bytes, bytes]:
     return body[:n], body[n:]
 
 
-def _input(spec: RequestInput, binary: bytes, offset: int) -> tuple[Tensor, int]:
+def _check_shape(spec: RequestInput, body_bytes: int) -> None:
+    """A shape that can describe data sent in a body of `body_bytes`, checked before its dimensions are
+    multiplied: the client chooses them, and their product (or its digits in a message) could cost seconds
+    and memory out of proportion to the body."""
+    if len(spec.shape) > MAX_DIMS:
+        raise ProtocolError(
+            f"input {spec.name!r}: shape has {len(spec.shape)} dimensions; a tensor of texts has at most "
+            f"{MAX_DIMS}"
+        )
+    for i, d in enumerate(spec.shape):
+        if d < 0:
+            raise ProtocolError(f"input {spec.name!r}: dimension {i} of the shape is negative")
+        # Every element takes at least a byte of the body, so a longer dimension cannot match the data.
+        if d > body_bytes:
+            raise ProtocolError(
+                f"input {spec.name!r}: dimension {i} of the shape is more elements than the body "
+                f"({body_bytes} bytes) could hold"
+            )
+
+
+def _input(spec: RequestInput, binary: bytes, offset: int, body_bytes: int) -> tuple[Tensor, int]:
     if spec.datatype not in DTYPES:
         raise ProtocolError(
             f"input {spec.name!r}: datatype {spec.datatype!r} is not one this server reads "
             f"({', '.join(DTYPES)})"
         )
-    if any(d < 0 for d in spec.shape):
-        raise ProtocolError(f"input {spec.name!r}: shape {spec.shape} has a negative dimension")
+    _check_shape(spec, body_bytes)
     count = math.prod(spec.shape)
     size = (spec.parameters or {}).get("binary_data_size")
     if size is not None:
@@ -203,8 +233,8 @@ def _input(spec: RequestInput, binary: bytes, offset: int) -> tuple[Tensor, int]
             raise ProtocolError(f"input {spec.name!r} has both data and binary_data_size")
         if not isinstance(size, int) or isinstance(size, bool) or size < 0 or offset + size > len(binary):
             raise ProtocolError(
-                f"input {spec.name!r}: binary_data_size {size!r} does not fit the {len(binary) - offset} "
-                "bytes left after the JSON header"
+                f"input {spec.name!r}: binary_data_size {shown(size)} does not fit the "
+                f"{len(binary) - offset} bytes left after the JSON header"
             )
         data = _from_binary(spec, binary[offset : offset + size], count)
         offset += size
@@ -356,7 +386,9 @@ def _class_count(name: str, params: dict[str, Any], classes: dict[str, list[str]
     if count is None:
         return None
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise ProtocolError(f"output {name!r}: 'classification' must be a whole number >= 1, got {count!r}")
+        raise ProtocolError(
+            f"output {name!r}: 'classification' must be a whole number >= 1, got {shown(count)}"
+        )
     if name not in classes:
         which = ", ".join(repr(n) for n in classes) or "none of this model's"
         raise ProtocolError(
@@ -368,7 +400,7 @@ def _class_count(name: str, params: dict[str, Any], classes: dict[str, list[str]
 def _flag(parameters: dict[str, Any], name: str, default: bool = False) -> bool:
     value = parameters.get(name, default)
     if not isinstance(value, bool):
-        raise ProtocolError(f"parameter {name!r} must be true or false, got {value!r}")
+        raise ProtocolError(f"parameter {name!r} must be true or false, got {shown(value)}")
     return value
 
 

@@ -35,6 +35,7 @@ from litestar.types import Scope
 from msgspec import Meta
 
 from electra import __version__
+from electra.serving.engine.errors import TooLarge
 from electra.serving.engine.kinds import CLASSIFIER, DETECTOR, EMBEDDER, TAGGER, kind_of
 from electra.serving.engine.metadata import RequestMetadata
 from electra.serving.engine.requests import Classify, Detect, Embed, Tag
@@ -94,6 +95,11 @@ EXTENSIONS = ["binary_tensor_data", "classification", "model_configuration", "pa
 # /classify's options); the rest are ignored and named back. binary_data_output is the codec's
 # (electra.serving.http.open_inference).
 CODEC_PARAMETERS = {"binary_data_output"}
+# A v2 answer pads every text's tokens to the longest text's, and each token's suggestions to k: one long text
+# among many short ones would make tensors of texts x longest x k elements, out of proportion to the request
+# (128 empty texts beside one of 50,000 commas: 6.4M elements a tensor, 20 times that with 20 suggestions).
+# Over this many elements in one tensor the request is refused before the tensors are made.
+MAX_TENSOR_ELEMENTS = 1 << 22
 
 
 def uses_protocol_errors(path: str) -> bool:
@@ -314,10 +320,21 @@ async def _detect_tensors(
     data: DetectRequest = _route_parameters(parameters, DetectRequest, {"texts": texts})
     request = Detect(texts, data.threshold, data.level, data.stride, data.truncate, data.suggest, "text")
     _, results = await state.inference.detect(request, runner, meta=meta)
+    _check_padded(len(results), max((len(r.tokens) for r in results), default=0), data.suggest or 1)
     tensors = _detector_outputs(results)
     if data.suggest is not None:
         tensors.update(_suggestion_outputs(results, data.suggest))
     return tensors
+
+
+def _check_padded(n: int, m: int, k: int = 1) -> None:
+    """Tensors of `n` texts padded to `m` tokens (and `k` suggestions each) within MAX_TENSOR_ELEMENTS."""
+    if n * m * k > MAX_TENSOR_ELEMENTS:
+        per = f" x {k} suggestions" if k > 1 else ""
+        raise TooLarge(
+            f"the answer's tensors would hold {n * m * k:,} elements ({n} texts x {m} tokens, the longest "
+            f"text's{per}); at most {MAX_TENSOR_ELEMENTS:,}: send long texts in requests of their own"
+        )
 
 
 def _suggestion_outputs(results: list[DetectResult], k: int) -> dict[str, tuple[str, np.ndarray]]:
@@ -390,6 +407,7 @@ async def _tag_tensors(
         for text, s in zip(texts, scored, strict=True)
     ]
     n, m = len(texts), max((len(f) for f in found), default=0)
+    _check_padded(n, m)
     labels = np.full((n, m), "", dtype=object)
     scores = np.zeros((n, m), dtype=np.float32)
     starts = np.full((n, m), -1, dtype=np.int64)

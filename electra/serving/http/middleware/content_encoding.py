@@ -18,6 +18,10 @@ from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 
 # Decoded bytes handed to the route per read: what a body can cost in memory beyond the limit itself.
 CHUNK = 64 * 1024
+# gzip members in one body (RFC 1952 allows several; a client compresses a body as one). Each new member
+# restarts the decoder on the input left over, a copy of it, so a body of many empty members (20 bytes each)
+# would cost time quadratic in its size.
+MAX_MEMBERS = 64
 SUPPORTED = "gzip, deflate"
 # Set in the ASGI scope of a request whose body was decoded: the coding, for error messages.
 SCOPE_KEY = "electra.content_encoding"
@@ -94,6 +98,7 @@ class Inflating:
         self.coding = coding
         self.limit = limit
         self.wire = 0  # compressed bytes received
+        self.members = 0  # gzip members begun
         self.pending = b""  # compressed bytes not decoded yet
         self.more = True  # the client has more body to send
         self.decoder: Any = None
@@ -127,6 +132,9 @@ class Inflating:
     def _inflate(self) -> bytes:
         """Up to CHUNK decoded bytes; each call decodes some input or ends a stream, so the loop ends."""
         if self.decoder is None:
+            self.members += 1
+            if self.members > MAX_MEMBERS:
+                raise BadEncoding(f"the body has more than {MAX_MEMBERS} gzip members; send it as one")
             self.decoder = zlib.decompressobj(self._window_bits())
         try:
             out = self.decoder.decompress(self.pending, CHUNK)
