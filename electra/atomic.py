@@ -13,7 +13,7 @@ import shutil
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from electra.errors import InputError
@@ -83,12 +83,25 @@ def open_up_private_files(root: Path) -> None:
                     os.chmod(path, mode)
 
 
-def check_output_dir(out: Path, overwrite: bool) -> None:
-    """Refuse an existing output unless overwriting was asked for; done before any long work starts."""
+def check_output_dir(out: Path, overwrite: bool, inputs: Sequence[Path | str] = ()) -> None:
+    """Refuse an existing output unless overwriting was asked for, and an output that is one of `inputs` or
+    holds one (replacing it would delete the input); done before any long work starts."""
+    for given in inputs:
+        if Path(given).exists() and inside(Path(given), out):
+            raise InputError(
+                f"--out {out} is or holds the input {given}, which replacing it would delete; choose another "
+                "--out"
+            )
     if out.exists() and not overwrite:
         raise InputError(f"{out} already exists; choose another --out or pass --overwrite to replace it")
     if out.exists() and not out.is_dir():
         raise InputError(f"{out} exists and is not a directory; remove it or choose another --out")
+
+
+def inside(path: Path, folder: Path) -> bool:
+    """Whether `path` is `folder` or lies under it (symbolic links resolved)."""
+    path, folder = path.resolve(), folder.resolve()
+    return path == folder or folder in path.parents
 
 
 def fsync_dir(path: Path) -> None:

@@ -214,7 +214,23 @@ def read_bundle(bundle_dir: Path) -> Bundle:
         raise InputError(f"{bundle_dir}: {MODEL_ONNX} is missing ({_FIX})")
     if bundle.generator is not None and not (bundle_dir / GENERATOR_DIR / MODEL_ONNX).is_file():
         raise InputError(f"{bundle_dir}: {GENERATOR_DIR}/{MODEL_ONNX} is missing ({_FIX})")
+    positions = _max_positions(bundle_dir / "config.json")
+    if positions is not None and bundle.max_seq_len > positions:
+        # Longer inputs would index past the model's position embeddings: every call of such a length fails.
+        raise InputError(
+            f"{path}: max_seq_len {bundle.max_seq_len} is more than the model's {positions} positions "
+            f"(config.json max_position_embeddings; {_FIX})"
+        )
     return bundle
+
+
+def _max_positions(config: Path) -> int | None:
+    """The model's max_position_embeddings from its config.json, when the bundle has one that says."""
+    try:
+        value = json.loads(config.read_text(encoding="utf-8")).get("max_position_embeddings")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _not_a_directory(path: Path) -> str:

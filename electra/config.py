@@ -49,6 +49,19 @@ REQUIRED_HF_FIELDS = (
 MODEL_TYPES = ("electra", LINEAR_MODEL_TYPE)
 
 
+# Labels of a classifier or tagger: far above any real task's, low enough that a config.json's num_labels
+# cannot make the default label names (one per label) or the head out of proportion to the file.
+MAX_LABELS = 100_000
+
+
+def parameters_at_least(cfg: ElectraConfig) -> int:
+    """A lower bound on the parameters of a model of `cfg` (embeddings, the encoder's weight matrices, a
+    head of num_labels outputs), from the config alone: what building it would allocate, at least."""
+    embeddings = (cfg.vocab_size + cfg.max_position_embeddings + cfg.type_vocab_size) * cfg.embedding_size
+    layer = 4 * cfg.hidden_size * cfg.hidden_size + 2 * cfg.hidden_size * cfg.intermediate_size
+    return embeddings + cfg.num_hidden_layers * layer + cfg.hidden_size * cfg.num_labels
+
+
 @dataclass
 class ElectraConfig:
     # Defaults are transformers' ElectraConfig defaults (the ELECTRA-Small discriminator).
@@ -85,6 +98,8 @@ class ElectraConfig:
             self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
             self.num_labels = len(self.id2label)
         else:
+            if isinstance(self.num_labels, int) and self.num_labels > MAX_LABELS:
+                raise InputError(f"num_labels must be at most {MAX_LABELS:,}, got {self.num_labels:,}")
             self.id2label = {i: f"LABEL_{i}" for i in range(self.num_labels)}
         if self.label2id is not None:
             self.label2id = {str(k): int(v) for k, v in self.label2id.items()}

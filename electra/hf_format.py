@@ -31,7 +31,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from electra.atomic import atomic_dir
-from electra.config import ARCHITECTURES, ElectraConfig
+from electra.config import ARCHITECTURES, ElectraConfig, parameters_at_least
 from electra.errors import InputError
 from electra.files import CONFIG_JSON, LINEAR_HEAD_CODE, MODEL_SAFETENSORS, PYTORCH_MODEL_BIN
 from electra.linear_head import LINEAR_HEAD_AUTO_MAP, LINEAR_MODEL_TYPE
@@ -136,6 +136,7 @@ def load_hf_dir_with_report(
     path = Path(path)
     cfg, kind, source_arch, file_head = _read_config(path, kind, config_overrides)
     weights_file, state = _read_weights(path)
+    _check_size(cfg, state, weights_file)
     model = build_model(kind, cfg, head=head or file_head)
     report = LoadReport(kind=kind, source_architecture=source_arch, weights_file=weights_file)
     state = _normalize_keys(state)
@@ -251,6 +252,19 @@ def _read_json(path: Path) -> dict[str, Any]:
     if not isinstance(d, dict):
         raise InputError(f"{path}: expected a JSON object; pass an ELECTRA config.json")
     return d
+
+
+def _check_size(cfg: ElectraConfig, state: dict[str, torch.Tensor], weights_file: Path) -> None:
+    """Refuse a config.json that describes a model far larger than the weights it comes with, before the
+    model is built: its sizes (vocab_size, hidden_size, ...) are whatever the file says, and building a model
+    of them would allocate that much."""
+    held = sum(t.numel() for t in state.values())
+    needed = parameters_at_least(cfg)
+    if needed > 2 * held + 10_000_000:
+        raise InputError(
+            f"{weights_file.parent / CONFIG_JSON} describes a model of at least {needed:,} parameters, but "
+            f"{weights_file.name} holds {held:,}; the config does not match the weights (fix config.json)"
+        )
 
 
 def _read_weights(path: Path) -> tuple[Path, dict[str, torch.Tensor]]:

@@ -326,3 +326,14 @@ def test_import_needs_neither_torch_nor_onnx() -> None:
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_max_seq_len_past_the_models_positions_is_refused(tmp_path: Path) -> None:
+    """Inputs longer than the position embeddings fail in the model: a server warmed up on them never got
+    ready. The bundle's config.json says how many positions there are."""
+    raw = discriminator_v1()
+    bundle = bundle_dir(tmp_path, {**raw, "max_seq_len": 1000})
+    (bundle / "config.json").write_text(json.dumps({"max_position_embeddings": 512}))
+    one_line_error(bundle, "max_seq_len 1000 is more than the model's 512 positions")
+    (bundle / "config.json").write_text(json.dumps({"max_position_embeddings": 1000}))
+    assert read_bundle(bundle).max_seq_len == 1000

@@ -124,6 +124,32 @@ CASES: list[tuple[str, Callable[[Path], list[str]], str, tuple[str, ...]]] = [
         ("nope",),
     ),
     (
+        "predict-out-is-the-input",
+        lambda t: [
+            "predict",
+            *("--task", "custom", "--model", str(model_dir(t))),
+            *("--input", str(a_file(t)), "--out", str(t / "a-file"), "--overwrite"),
+        ],
+        "electra predict",
+        ("is the input file", "choose another --out"),
+    ),
+    (
+        "predict-out-exists",
+        lambda t: [
+            "predict",
+            *("--task", "custom", "--model", str(model_dir(t)), "--input", str(t / "in.tsv")),
+            *("--out", str(a_file(t))),
+        ],
+        "electra predict",
+        ("a-file already exists", "--overwrite"),
+    ),
+    (
+        "tokenizer-out-holds-the-corpus",
+        lambda t: ["tokenizer", "train", "--corpus", str(a_file(t)), "--out", str(t), "--overwrite"],
+        "electra tokenizer train",
+        ("is or holds the input", "choose another --out"),
+    ),
+    (
         "export-missing-model",
         lambda t: ["export", "--model", str(t / "nope"), "--out", str(t / "b")],
         "electra export",

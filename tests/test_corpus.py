@@ -119,6 +119,17 @@ def test_corrupt_gzip_is_reported(tmp_path: Path) -> None:
         list(iter_corpus_lines([path]))
 
 
+def test_corrupt_gzip_data_is_reported(tmp_path: Path) -> None:
+    """Flipped bytes inside the deflate data raise zlib.error, not OSError."""
+    data = bytearray(gzip.compress("".join(f"line {i} of some text\n" for i in range(50)).encode() * 2000))
+    for i in range(20, 60):
+        data[i] ^= 0xFF
+    path = tmp_path / "flipped.gz"
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError, match=r"flipped\.gz is corrupt or truncated"):
+        list(iter_corpus_lines([path]))
+
+
 def test_undecodable_bytes_are_replaced_and_counted(tmp_path: Path) -> None:
     path = tmp_path / "latin1.txt"
     path.write_bytes("café crème\nnaïve\n".encode("latin-1") + "ok ünïcode\n".encode())

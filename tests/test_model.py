@@ -458,3 +458,27 @@ def test_heads_have_hf_names() -> None:
         assert {k: tuple(v.shape) for k, v in model.state_dict().items()} == {
             k: tuple(v.shape) for k, v in hf.state_dict().items()
         }
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"vocab_size": 10**12}, "describes a model of at least"),
+        ({"hidden_size": 2**20, "intermediate_size": 2**22, "num_attention_heads": 1}, "describes a model"),
+        ({"num_labels": 10**12, "id2label": None, "label2id": None}, "num_labels must be at most 100,000"),
+    ],
+)
+def test_config_sizes_past_the_weights_are_refused_before_the_model_is_built(
+    tmp_path: Path, change: dict[str, object], says: str
+) -> None:
+    """config.json's sizes are the file's to say: a model of them would be built (allocated) before the
+    weights were compared with it. Now a config far larger than its weights is an InputError first."""
+    from electra.errors import InputError
+
+    out = save_hf_dir(ElectraClassifier(tiny()), tmp_path / "c")
+    config = json.loads((out / "config.json").read_text())
+    config.update(change)
+    config = {k: v for k, v in config.items() if v is not None}
+    (out / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError, match=says):
+        load_hf_dir(out)

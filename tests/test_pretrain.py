@@ -129,6 +129,27 @@ def test_rerun_without_resume_is_refused(data_dir: Path, tmp_path: Path, capsys)
     assert main(pretrain_args(data_dir, run, "--steps", "2", "--overwrite")) == 0
 
 
+def test_overwrite_clears_the_old_run_only_once_the_new_one_is_set_up(
+    data_dir: Path, tmp_path: Path, capsys
+) -> None:
+    """A mistake in the new run's setup (an --init that is not there) leaves the old run whole; an --init
+    inside the outputs --overwrite clears is refused, not read and then deleted."""
+    run = tmp_path / "run"
+    assert main(pretrain_args(data_dir, run, "--steps", "2")) == 0
+    before = sorted(p.relative_to(run) for p in run.rglob("*"))
+    capsys.readouterr()
+    assert (
+        main(pretrain_args(data_dir, run, "--steps", "2", "--overwrite", "--init", str(tmp_path / "typo")))
+        == 2
+    )
+    assert "typo" in capsys.readouterr().err
+    assert sorted(p.relative_to(run) for p in run.rglob("*")) == before
+    init = run / "discriminator"
+    assert main(pretrain_args(data_dir, run, "--steps", "2", "--overwrite", "--init", str(init))) == 2
+    assert "which --overwrite deletes" in capsys.readouterr().err
+    assert sorted(p.relative_to(run) for p in run.rglob("*")) == before
+
+
 def test_resume_falls_back_from_a_corrupt_checkpoint(data_dir: Path, tmp_path: Path, capsys) -> None:
     run = tmp_path / "run"
     args = ("--steps", "6", "--checkpoint-every", "2", "--keep-checkpoints", "5")

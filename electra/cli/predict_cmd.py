@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     custom_args(p, labels=False)
     p.add_argument("--out", type=Path, help="output TSV (default: stdout); a tagger's output file (required)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     inference_args(p)
     p.set_defaults(handler=run_predict)
 
@@ -44,6 +45,7 @@ def run_predict(args: argparse.Namespace) -> int:
         scheme=args.tag_scheme,
         max_seq_len=args.max_seq_len,
         device=args.device,
+        overwrite=args.overwrite,
     )
     if text is not None:
         sys.stdout.write(text)

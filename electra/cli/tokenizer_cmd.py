@@ -79,7 +79,7 @@ def train(args: argparse.Namespace) -> int:
     from electra.training.data.tokenizer_train import train_tokenizer_dir, vocabulary_line
 
     # Before the demo corpus is built, which takes a while on a first run.
-    check_output_dir(args.out, args.overwrite)
+    check_output_dir(args.out, args.overwrite, args.corpus or [])
     progress = show_progress(args)
     sources = args.corpus or [str(demo_corpus(progress=progress))]
     start = time.perf_counter()

@@ -49,7 +49,7 @@ def check_arguments(
         raise InputError(
             f"opset {opset!r} is not supported; use {MIN_OPSET}..{MAX_OPSET} (the TorchScript exporter's)"
         )
-    check_output_dir(out, overwrite)
+    check_output_dir(out, overwrite, [model_dir])
     if out.resolve() == model_dir.resolve():
         raise InputError(f"{out} is the model directory itself; choose another output directory")
     if parity_texts is not None and (

@@ -28,6 +28,9 @@ MAX_WORKERS = 64
 # new input shape is slow the first time, so lengths go in buckets that warm-up can all run; on a CPU
 # padding costs compute and a new shape little.
 DEFAULT_PAD_MULTIPLE = {"cpu": 1, "cuda": 32}
+# ONNX Runtime intra-op threads a model may be given: more than any machine has cores (and ONNX Runtime's
+# own integer).
+MAX_THREADS = 4096
 # --workers when not given: 1 on a CPU, whose cores go to ONNX Runtime's threads; on a GPU, where a process's
 # Python side (HTTP, JSON, tokenizing: one core at a time) runs out first, one worker per 4 cores up to 4. On
 # one H100 with 16 cores, 4 workers served 2.85x (/classify) and 3.39x (/detect) one worker's requests at 256
@@ -239,8 +242,8 @@ class ServeSettings:
             problems.append(f"metrics_flush_ms must be in 0..60000, got {self.metrics_flush_ms}")
         if not math.isfinite(self.inline_max_ms) or self.inline_max_ms < 0:
             problems.append(f"inline_max_ms must be a finite number >= 0, got {self.inline_max_ms}")
-        if self.threads < 0:
-            problems.append(f"threads must be >= 0, got {self.threads}")
+        if not 0 <= self.threads <= MAX_THREADS:
+            problems.append(f"threads must be in 0..{MAX_THREADS}, got {self.threads}")
         if self.pad_to_multiple_of is not None and self.pad_to_multiple_of < 1:
             problems.append(f"pad_to_multiple_of must be at least 1, got {self.pad_to_multiple_of}")
         if self.workers is not None and not 1 <= self.workers <= MAX_WORKERS:

@@ -42,11 +42,17 @@ log = logging.getLogger("electra.serving")
 
 def _check_port_free(host: str, port: int) -> None:
     # The HTTP servers report a taken port only in their log after start-up; say it before loading models.
+    if not 0 < port < 65536:
+        raise InputError(f"--port {port} is not a TCP port (use 1..65535)")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
+        except socket.gaierror as e:
+            raise InputError(
+                f"--host {host}: {e.strerror or e} (pass an address or a name that resolves)"
+            ) from None
         except OSError as e:
             raise InputError(
                 f"cannot listen on {host}:{port}: {e.strerror or e} (another process holds the port: "

@@ -18,6 +18,7 @@ import html
 import lzma
 import os
 import re
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,7 +151,7 @@ def read_text_blocks(path: Path, on_bytes: Callable[[int], None] | None = None) 
             while True:
                 try:
                     block = stream.read(_READ_BLOCK)
-                except (OSError, EOFError, lzma.LZMAError) as e:
+                except (OSError, EOFError, lzma.LZMAError, zlib.error) as e:
                     raise InputError(f"corpus file {path} is corrupt or truncated ({e}); re-create it") from e
                 if first:
                     if b"\x00" in block[:65536]:

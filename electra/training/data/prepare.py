@@ -251,7 +251,8 @@ def prepare_dataset(cfg: PrepareConfig) -> PrepareSummary:
     paths = resolve_sources(cfg.corpus)
     tok = load_tokenizer(cfg.tokenizer)
     specials = special_ids(tok)
-    check_output_dir(Path(cfg.out), cfg.overwrite)  # fail before the long work, not after it
+    # Before the long work, not after it.
+    check_output_dir(Path(cfg.out), cfg.overwrite, [*paths, Path(cfg.tokenizer)])
     stats = CorpusStats()
     disk_bytes = sum(p.stat().st_size for p in paths)
     start = time.perf_counter()

@@ -96,8 +96,8 @@ def train_tokenizer_dir(
     from electra.tokenizer import save_tokenizer
     from electra.training.data.corpus import resolve_sources
 
-    check_output_dir(out, overwrite)
     paths = resolve_sources(sources)
+    check_output_dir(out, overwrite, paths)
     stats = CorpusStats()
     tok = train_tokenizer_on_files(
         paths,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,6 +88,11 @@ class FinetuneConfig:
             raise InputError("--batch-size must be >= 1 and --max-seq-len >= 8")
         if not 0 <= self.warmup_fraction <= 1:
             raise InputError(f"warmup_fraction must be in [0, 1], got {self.warmup_fraction}")
+        if self.lr is not None and (not math.isfinite(self.lr) or self.lr <= 0):
+            raise InputError(f"--lr {self.lr} must be a positive number")
         self.resolved_recipe()
         if not self.seeds:
             raise InputError("--seeds needs at least one seed, e.g. --seeds 1,2,3")
+        for seed in self.seeds:
+            if not 0 <= seed < 2**63:
+                raise InputError(f"seed {seed} must be in 0..2**63-1")

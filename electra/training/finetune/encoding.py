@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,23 @@ class EncodedExamples:
     def batch(self, idx: np.ndarray, pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
         arrays = pad_rows([self.ids[i] for i in idx], [self.type_ids[i] for i in idx], pad_id)
         return {name: torch.from_numpy(array).to(device) for name, array in arrays.items()}
+
+
+log = logging.getLogger("electra.finetune")
+
+
+def max_len_for(max_len: int, positions: int) -> int:
+    """`max_len`, or the model's `positions` when it has fewer: a longer input fails inside the model (its
+    position embeddings end there), so inputs are cut there instead, and a line says so."""
+    if max_len > positions:
+        log.warning(
+            "--max-seq-len %d is more than the model's %d positions: inputs are cut at %d",
+            max_len,
+            positions,
+            positions,
+        )
+        return positions
+    return max_len
 
 
 def encode(

@@ -11,7 +11,7 @@ from electra.errors import InputError
 from electra.training.finetune.baseline import MajorityCheck, majority_check
 from electra.training.finetune.config import CustomColumns
 from electra.training.finetune.data import glue_dev_splits, read_columns
-from electra.training.finetune.encoding import encode
+from electra.training.finetune.encoding import encode, max_len_for
 from electra.training.finetune.inference import predict_logits, score
 from electra.training.finetune.model_dir import load_classifier
 from electra.training.finetune.tasks import CUSTOM_TASKS, MULTILABEL, RERANK, read_rerank_groups
@@ -111,6 +111,7 @@ def evaluate_classifier(
             }
     else:
         splits = glue_dev_splits(clf.task, data_dir)
+    max_seq_len = max_len_for(max_seq_len, clf.model.config.max_position_embeddings)
     results, checks = {}, {}
     for name, examples in splits.items():
         data = encode(clf.tokenizer, examples, clf.task, max_seq_len)

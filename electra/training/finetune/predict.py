@@ -11,7 +11,7 @@ import numpy as np
 from electra.errors import InputError
 from electra.training.finetune.config import CustomColumns
 from electra.training.finetune.data import read_columns
-from electra.training.finetune.encoding import encode
+from electra.training.finetune.encoding import encode, max_len_for
 from electra.training.finetune.inference import predict_logits, sigmoid
 from electra.training.finetune.model_dir import Classifier, load_classifier
 from electra.training.finetune.tasks import CUSTOM_TASKS, Example, read_glue, submission_rows
@@ -27,14 +27,17 @@ def predict(
     scheme: str = "iob2",
     max_seq_len: int = 128,
     device: str | None = None,
+    overwrite: bool = False,
 ) -> tuple[int, str | None]:
     """Predictions for `input_file`, written atomically to `out`: (how many, None); a classifier's with no
     `out`: (how many, the TSV text) for the caller to print. A tagger's need `out` (a file in the input's
-    form)."""
+    form). An existing `out` is replaced only with `overwrite`, and never when it is the input."""
     from electra.atomic import atomic_write_text
     from electra.training.finetune.tag_predict import predict_tags
     from electra.training.finetune.tagging_tasks import is_tagging_task
 
+    if out is not None:
+        check_output_file(out, input_file, overwrite)
     if is_tagging_task(task):
         if out is None:
             raise InputError("a tagger's predictions are a file in the input's form: pass --out FILE")
@@ -47,6 +50,18 @@ def predict(
         return len(rows) - 1, text
     atomic_write_text(out, text)
     return len(rows) - 1, None
+
+
+def check_output_file(out: Path, input_file: Path, overwrite: bool) -> None:
+    """Refuse to write the predictions over their own input, or over any file without `overwrite`."""
+    if out.exists() and input_file.exists() and out.resolve() == input_file.resolve():
+        raise InputError(
+            f"--out {out} is the input file, which the predictions would replace; choose another --out"
+        )
+    if out.is_dir():
+        raise InputError(f"--out {out} is a directory; name the file to write")
+    if out.exists() and not overwrite:
+        raise InputError(f"{out} already exists; choose another --out or pass --overwrite to replace it")
 
 
 def predict_file(
@@ -64,6 +79,7 @@ def predict_file(
     data keeps its row numbers and the label names (or the raw score for regression).
     """
     clf = load_classifier(model_dir, task, device)
+    max_seq_len = max_len_for(max_seq_len, clf.model.config.max_position_embeddings)
     examples = _read_input(clf, task, input_file, columns)
     data = encode(clf.tokenizer, examples, clf.task, max_seq_len)
     preds = _predictions(clf, predict_logits(clf.model, data, clf.pad_id, clf.device, nullcontext()))

@@ -13,6 +13,7 @@ from torch import nn
 from electra.errors import InputError
 from electra.tokenizer import special_ids
 from electra.training.device import resolve_device
+from electra.training.finetune.encoding import max_len_for
 from electra.training.finetune.model_dir import load_model_tokenizer, load_trained
 from electra.training.finetune.tag_encoding import encode_sentences, eval_max_len, word_tags
 from electra.training.finetune.tag_metrics import require_seqeval, tag_metrics
@@ -33,6 +34,7 @@ class Tagger:
 
     def predict(self, sentences: list[TaggedSentence], max_seq_len: int) -> list[list[str]]:
         """Each word's IOB2 tag (fp32 on any device)."""
+        max_seq_len = max_len_for(max_seq_len, self.model.config.max_position_embeddings)
         limit = eval_max_len(self.model.config.max_position_embeddings, max_seq_len)
         data = encode_sentences(self.tokenizer, sentences, None, limit)
         logits = predict_token_logits(self.model, data, self.pad_id, self.device, nullcontext())

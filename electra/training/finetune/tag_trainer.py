@@ -23,6 +23,7 @@ from electra.errors import InputError
 from electra.files import CONFIG_JSON
 from electra.hf_format import LoadReport, load_hf_dir_with_report
 from electra.training.finetune.data import subsample
+from electra.training.finetune.encoding import max_len_for
 from electra.training.finetune.model_dir import classifier_head_config
 from electra.training.finetune.tag_encoding import (
     IGNORE,
@@ -56,10 +57,11 @@ class TaggerTrainer(FinetuneTrainer):
         if not train:
             raise InputError("the training set is empty")
         self.scale = None
-        self.train_data = encode_sentences(self.tokenizer, train, self.task.labels, cfg.max_seq_len)
-        self.dev_sentences = data.dev
         positions = ElectraConfig.from_json_file(self.model_dir / CONFIG_JSON).max_position_embeddings
-        limit = eval_max_len(positions, cfg.max_seq_len)
+        max_seq_len = max_len_for(cfg.max_seq_len, positions)
+        self.train_data = encode_sentences(self.tokenizer, train, self.task.labels, max_seq_len)
+        self.dev_sentences = data.dev
+        limit = eval_max_len(positions, max_seq_len)
         self.dev_data = {
             split: encode_sentences(self.tokenizer, sentences, self.task.labels, limit)
             for split, sentences in data.dev.items()

@@ -25,8 +25,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from electra.atomic import check_output_dir
+from electra.config import ElectraConfig
 from electra.errors import InputError
-from electra.files import EVAL_RESULTS_JSON
+from electra.files import CONFIG_JSON, EVAL_RESULTS_JSON
 from electra.hf_format import LoadReport, load_hf_dir_with_report, save_hf_dir
 from electra.model import ElectraClassifier
 from electra.progress import progress
@@ -36,7 +37,7 @@ from electra.training.device import autocast, resolve_device, resolve_precision
 from electra.training.finetune.baseline import MajorityCheck, majority_check
 from electra.training.finetune.config import FinetuneConfig
 from electra.training.finetune.data import double_unordered, load_datasets, subsample
-from electra.training.finetune.encoding import encode
+from electra.training.finetune.encoding import encode, max_len_for
 from electra.training.finetune.glue_metrics import median_over_seeds
 from electra.training.finetune.head import check_head, fold_target_scale, init_head, target_scale
 from electra.training.finetune.inference import predict_logits, score
@@ -62,7 +63,8 @@ class FinetuneTrainer:
 
     def __init__(self, cfg: FinetuneConfig) -> None:
         cfg.validate()
-        check_output_dir(cfg.out, cfg.overwrite)
+        inputs = [cfg.model, *(x for x in (cfg.data_dir, cfg.train, cfg.dev) if x is not None)]
+        check_output_dir(cfg.out, cfg.overwrite, inputs)
         self.cfg = cfg
         self.recipe = cfg.resolved_recipe()
         self.model_dir = resolve_model_dir(Path(cfg.model))
@@ -92,13 +94,15 @@ class FinetuneTrainer:
         if self.recipe.double_unordered:
             train_examples = double_unordered(self.task, train_examples)
         cut = self.recipe.pair_truncation
-        self.train_data = encode(self.tokenizer, train_examples, self.task, cfg.max_seq_len, cut)
+        positions = ElectraConfig.from_json_file(self.model_dir / CONFIG_JSON).max_position_embeddings
+        max_seq_len = max_len_for(cfg.max_seq_len, positions)
+        self.train_data = encode(self.tokenizer, train_examples, self.task, max_seq_len, cut)
         self.scale = target_scale(self.task, self.recipe.normalize_regression_labels)
         if self.scale is not None and self.train_data.labels is not None:
             lo, hi = self.scale
             self.train_data.labels = (self.train_data.labels - lo) / hi
         self.dev_data = {
-            name: encode(self.tokenizer, examples, self.task, cfg.max_seq_len, cut)
+            name: encode(self.tokenizer, examples, self.task, max_seq_len, cut)
             for name, examples in dev_examples.items()
         }
 
@@ -134,7 +138,7 @@ class FinetuneTrainer:
         lr, decay = finetune_recipe(hidden_size, self.recipe.lr_table)
         if self.recipe.layerwise_lr_decay is not None:
             decay = self.recipe.layerwise_lr_decay
-        return self.cfg.lr or lr, decay
+        return (lr if self.cfg.lr is None else self.cfg.lr), decay
 
     def batch_loss(self, idx: np.ndarray) -> torch.Tensor:
         """The loss of the training examples `idx` (forward pass included), as the recipe reduces it."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -137,8 +138,16 @@ class PretrainConfig:
             raise InputError(
                 "--generator-lr-scale applies to --objective electra only (mlm has no generator)"
             )
-        if c.lr <= 0:
-            raise InputError(f"--lr {c.lr} must be positive")
+        if not math.isfinite(c.lr) or c.lr <= 0:
+            raise InputError(f"--lr {c.lr} must be a positive number")
+        for name in ("weight_decay", "disc_weight", "max_grad_norm"):
+            value = getattr(c, name)
+            if not math.isfinite(value) or value < 0:
+                raise InputError(f"--{name.replace('_', '-')} {value} must be a number >= 0")
+        if c.warmup_steps < 0:
+            raise InputError(f"--warmup-steps {c.warmup_steps} must be at least 0")
+        if not 0 <= c.seed < 2**63:
+            raise InputError(f"--seed {c.seed} must be in 0..2**63-1")
         return c
 
     def to_json(self) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,7 +41,7 @@ from electra.training.pretrain.objective import STAT_KEYS, SpecialTokens, ratios
 from electra.training.pretrain.state.checkpoint_manager import CheckpointManager, Progress, TrainState
 from electra.training.pretrain.state.distributed import init_distributed, leave_distributed
 from electra.training.pretrain.state.loader import GlobalBatchOrder, batch_counts, load_rows, micro_slice
-from electra.training.pretrain.state.run_dir import prepare_out_dir, write_run_config
+from electra.training.pretrain.state.run_dir import check_out_dir, prepare_out_dir, write_run_config
 from electra.training.pretrain.state.signals import StopSignal
 from electra.training.pretrain.step import StepRunner, StepShape, plan_step
 
@@ -87,10 +88,14 @@ class PretrainTrainer:
         self.dist = init_distributed(cfg.device)
         self.precision = resolve_precision(cfg.precision, self.dist.device)
         self._open_data()
+        inputs = [cfg.data, *([Path(cfg.init)] if cfg.init else [])]
         if self.dist.main:
-            prepare_out_dir(cfg.out, cfg.resume, cfg.overwrite)
-        self.dist.barrier()
+            check_out_dir(cfg.out, cfg.resume, cfg.overwrite, inputs)
         self._build_model()
+        # Only once the setup has succeeded: --overwrite clears the old run here.
+        if self.dist.main:
+            prepare_out_dir(cfg.out, cfg.resume, cfg.overwrite, inputs)
+        self.dist.barrier()
         self.progress = Progress()
         self.batches = GlobalBatchOrder(len(self.data.train), cfg.batch_size, cfg.seed)
         self.state = TrainState(

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from electra.atomic import inside
 from electra.errors import InputError
 from electra.files import (
     CHECKPOINTS_DIR,
@@ -21,23 +23,39 @@ from electra.files import (
 RUN_OUTPUTS = (CHECKPOINTS_DIR, METRICS_JSONL, DISCRIMINATOR_DIR, GENERATOR_DIR, MLM_DIR, RUN_CONFIG_JSON)
 
 
-def prepare_out_dir(out: Path, resume: bool, overwrite: bool) -> None:
-    """Create `out`; refuse one that holds a run unless resuming it, or clear it for --overwrite."""
-    if out.exists():
-        if not out.is_dir():
-            raise InputError(f"--out {out} exists and is not a directory")
-        has_run = (out / CHECKPOINTS_DIR).exists() or (out / METRICS_JSONL).exists()
-        if not resume and has_run and not overwrite:
-            raise InputError(
-                f"{out} already holds a run; pass --resume to continue it or --overwrite to start over"
-            )
-        if not resume and overwrite:
+def check_out_dir(out: Path, resume: bool, overwrite: bool, inputs: Sequence[Path] = ()) -> None:
+    """Refuse an `out` that holds a run unless resuming it or starting over (--overwrite), and, starting
+    over, one whose outputs hold an input (the data, --init): clearing them would delete it."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise InputError(f"--out {out} exists and is not a directory")
+    has_run = (out / CHECKPOINTS_DIR).exists() or (out / METRICS_JSONL).exists()
+    if not resume and has_run and not overwrite:
+        raise InputError(
+            f"{out} already holds a run; pass --resume to continue it or --overwrite to start over"
+        )
+    if not resume and overwrite:
+        for given in inputs:
             for name in RUN_OUTPUTS:
-                target = out / name
-                if target.is_dir():
-                    shutil.rmtree(target)
-                elif target.exists():
-                    target.unlink()
+                if given.exists() and (out / name).exists() and inside(given, out / name):
+                    raise InputError(
+                        f"{given} is in {out / name}, which --overwrite deletes; copy it elsewhere or "
+                        "choose another --out"
+                    )
+
+
+def prepare_out_dir(out: Path, resume: bool, overwrite: bool, inputs: Sequence[Path] = ()) -> None:
+    """Create `out`, checked (check_out_dir); clear the run it holds for --overwrite. Called once the run's
+    setup has succeeded, so a mistake in it (a wrong --init, say) leaves the old run in place."""
+    check_out_dir(out, resume, overwrite, inputs)
+    if out.exists() and not resume and overwrite:
+        for name in RUN_OUTPUTS:
+            target = out / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
     out.mkdir(parents=True, exist_ok=True)
 
 
