@@ -91,10 +91,10 @@ def _dev_set(args: argparse.Namespace) -> tuple[list, list[int]] | None:
     results = args.model / EVAL_RESULTS_JSON
     if task is None and results.is_file():
         try:
-            cfg = json.loads(results.read_text())["config"]
+            cfg = json.loads(results.read_text(encoding="utf-8"))["config"]
             task, data_dir = cfg.get("task"), cfg.get("data_dir") and Path(cfg["data_dir"])
-        except (OSError, KeyError, TypeError, json.JSONDecodeError):
-            return None
+        except (OSError, KeyError, TypeError, AttributeError, UnicodeDecodeError, json.JSONDecodeError):
+            return None  # not the file fine-tuning writes: no dev set to measure on, as without one
         # Only a GLUE classifier has a dev set here (a tagger's F1 is `electra evaluate`'s, bundle or not).
         if task not in TASKS or data_dir is None or not data_dir.exists():
             return None

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from electra.cli.common import add_progress_flag, demo_corpus, positive_int, show_progress
+from electra.errors import InputError
 from electra.files import TOKENIZER_JSON, VOCAB_TXT
 from electra.hub import EXAMPLE_ID, REVISION_HELP
 from electra.training.data.tokenizer_train import train_tokenizer
@@ -107,7 +108,13 @@ def show(args: argparse.Namespace) -> int:
     from electra.tokenizer import load_tokenizer
 
     tok = load_tokenizer(resolve(args.tokenizer, args.revision, what="tokenizer"))
-    text = args.text if args.text is not None else sys.stdin.read()
+    if args.text is not None:
+        text = args.text
+    else:
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"standard input is not UTF-8 text (byte {e.start}); pass UTF-8") from None
     enc = tok.encode(text)
     for token, token_id, (start, end) in zip(enc.tokens, enc.ids, enc.offsets, strict=True):
         print(f"{token_id:>7}  {start:>5}:{end:<5}  {token:<16}  {text[start:end]!r}")

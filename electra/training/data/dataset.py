@@ -147,6 +147,11 @@ class PretrainingData:
                 splits[split] = SplitArrays(**arrays)
         except (KeyError, TypeError) as e:
             raise InputError(f"{manifest_path} is missing field {e}; {fix}") from e
+        except ValueError as e:  # a dtype or shape that is not one ("x" for a dimension)
+            raise InputError(f"{manifest_path} describes an array wrongly ({e}); {fix}") from e
+        wrong = _wrong_fields(manifest)
+        if wrong:
+            raise InputError(f"{manifest_path}: {', '.join(wrong)} missing or of the wrong type; {fix}")
         return cls(directory, manifest, splits)
 
     def verify_checksums(self) -> None:
@@ -164,6 +169,32 @@ class PretrainingData:
                         f"{path} does not match the checksum in {self.directory / DATA_MANIFEST_JSON}; "
                         "the data is corrupt: re-run `electra data prepare`"
                     )
+
+
+# What readers of a manifest rely on (`electra data info`, the trainer): (path of keys, type).
+_FIELDS: tuple[tuple[tuple[str, ...], type | tuple[type, ...]], ...] = (
+    (("max_seq_len",), int),
+    (("seed",), int),
+    (("created",), str),
+    (("tokenizer", "vocab_size"), int),
+    (("tokenizer", "fingerprint"), str),
+    (("tokenizer", "source"), str),
+    (("counts", "documents"), int),
+    (("counts", "sentences"), int),
+    (("corpus", "files"), list),
+)
+
+
+def _wrong_fields(manifest: dict[str, Any]) -> list[str]:
+    """The fields of `manifest` that are missing or not of their type, by dotted name."""
+    wrong = []
+    for keys, kind in _FIELDS:
+        value: Any = manifest
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        if not isinstance(value, kind) or isinstance(value, bool):
+            wrong.append(".".join(keys))
+    return wrong
 
 
 def _open_array(directory: Path, spec: dict[str, Any], fix: str) -> np.ndarray:

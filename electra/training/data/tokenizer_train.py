@@ -174,16 +174,24 @@ def _following(batches: Iterator[list[str]], bar: Any, position: Callable[[], in
     bar.set_postfix_str("computing the vocabulary")
 
 
+# The tokenizers library counts in 32-bit integers; a WordPiece vocabulary past a few hundred thousand
+# entries is no longer a subword vocabulary.
+MAX_VOCAB_SIZE = 1_000_000
+MAX_COUNT = 2**32 - 1
+
+
 def _check_options(vocab_size: int, min_frequency: int, limit_alphabet: int) -> None:
     if vocab_size < MIN_VOCAB_SIZE:
         raise InputError(
             f"--vocab-size {vocab_size} is too small; use at least {MIN_VOCAB_SIZE} "
             f"({len(SPECIAL_TOKENS)} special tokens + {MIN_LEARNED_TOKENS})"
         )
-    if min_frequency < 0:
-        raise InputError(f"--min-frequency {min_frequency} is negative; use 0 or more")
-    if limit_alphabet < 1:
-        raise InputError(f"--limit-alphabet {limit_alphabet} must be at least 1")
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise InputError(f"--vocab-size {vocab_size:,} is too large; use at most {MAX_VOCAB_SIZE:,}")
+    if not 0 <= min_frequency <= MAX_COUNT:
+        raise InputError(f"--min-frequency {min_frequency} is out of range; use 0..{MAX_COUNT:,}")
+    if not 1 <= limit_alphabet <= MAX_COUNT:
+        raise InputError(f"--limit-alphabet {limit_alphabet} must be in 1..{MAX_COUNT:,}")
 
 
 def _non_blank(lines: Iterable[str]) -> Iterator[str]:

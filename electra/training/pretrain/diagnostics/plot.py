@@ -29,11 +29,20 @@ def read_metrics(run: Path) -> list[dict[str, Any]]:
             f"{run} has no {METRICS_JSONL}; point `electra plot` at a run directory of `electra pretrain`"
         )
     records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(
+            f"{path} is not UTF-8 text (byte {e.start}); is it a run's {METRICS_JSONL}?"
+        ) from None
+    for line in text.splitlines():
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError:
             continue  # a line cut short by a kill
+        # A record is an object with a numeric step; anything else is not one of the trainer's lines.
+        if isinstance(record, dict) and isinstance(record.get("step"), int | float):
+            records.append(record)
     if not records:
         raise InputError(f"{path} holds no records yet; plot again after the first --log-every steps")
     return records
@@ -66,6 +75,24 @@ def phase_title(records: list[dict[str, Any]]) -> str | None:
     return f"phase: reading context from step {context}"
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def check_png_out(out: Path) -> None:
+    """Where a plot may go: a folder that exists, and no file there but an earlier plot (a PNG), which it
+    replaces; any other file (the run's metrics, say) is refused rather than lost."""
+    if not out.parent.is_dir():
+        raise InputError(
+            f"--out {out}: folder {out.parent} does not exist; create it or choose another --out"
+        )
+    if out.is_dir():
+        raise InputError(f"--out {out} is a folder; name the PNG file to write")
+    if out.exists():
+        with out.open("rb") as f:
+            if f.read(len(PNG_SIGNATURE)) != PNG_SIGNATURE:
+                raise InputError(f"--out {out} exists and is not a PNG; choose another --out")
+
+
 def plot_run(run: Path, out: Path | None = None) -> Path:
     import matplotlib
 
@@ -74,6 +101,7 @@ def plot_run(run: Path, out: Path | None = None) -> Path:
 
     records = read_metrics(run)
     out = out or run / CURVES_PNG
+    check_png_out(out)
     fig, axes = plt.subplots(2, 4, figsize=(20, 8))
     for ax, (key, title) in zip(axes.flat, PANELS, strict=True):
         for split, style in (("train", "-"), ("val", "o--")):
