@@ -96,6 +96,11 @@ def check_output_dir(out: Path, overwrite: bool, inputs: Sequence[Path | str] = 
         raise InputError(f"{out} already exists; choose another --out or pass --overwrite to replace it")
     if out.exists() and not out.is_dir():
         raise InputError(f"{out} exists and is not a directory; remove it or choose another --out")
+    # The nearest folder above that exists: a file there means --out can never be made (found before the
+    # work, not at its end).
+    above = next((p for p in out.absolute().parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise InputError(f"--out {out}: {above} is a file, not a folder; choose another --out")
 
 
 def inside(path: Path, folder: Path) -> bool:

@@ -102,3 +102,12 @@ def test_tokenizer_sizes_past_what_the_library_counts(options: tuple[int, int, i
 
     with pytest.raises(InputError, match=says):
         _check_options(*options)
+
+
+def test_an_out_below_a_file_is_refused_before_the_work(tmp_path: Path) -> None:
+    from electra.atomic import check_output_dir
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("text\n")
+    with pytest.raises(InputError, match=r"corpus\.txt is a file, not a folder"):
+        check_output_dir(corpus / "tok" / "deeper", overwrite=False)
