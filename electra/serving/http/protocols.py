@@ -24,6 +24,7 @@ Hugging Face's feature-extraction at /hf/{name}/pipeline/feature-extraction (/em
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
@@ -501,13 +502,17 @@ V2_TENSORS = {
 # --- Hugging Face task shapes -----------------------------------------------------------------------------
 
 
-@post(
-    "/hf/{name:str}",
+# Both /hf routes: a JSON body, the protocols' error shape.
+_hf = functools.partial(
+    post,
     before_request=read_json_body,
     status_code=200,
     tags=["hugging face inference api"],
     responses=_errors(400, 401, 404, 413, 503),
 )
+
+
+@_hf("/hf/{name:str}")
 async def hf_task(
     name: FromPath[str], data: JSONBody[HFRequest], scope: Scope, server: Server
 ) -> (
@@ -543,13 +548,7 @@ async def hf_task(
     return await _text_classification(server, runner, items, parameters, meta)
 
 
-@post(
-    "/hf/{name:str}/pipeline/feature-extraction",
-    before_request=read_json_body,
-    status_code=200,
-    tags=["hugging face inference api"],
-    responses=_errors(400, 401, 404, 413, 503),
-)
+@_hf("/hf/{name:str}/pipeline/feature-extraction")
 async def feature_extraction(
     name: FromPath[str], request: Request[Any, Any, Any], server: Server
 ) -> list[list[float]]:

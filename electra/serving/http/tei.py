@@ -24,6 +24,7 @@ TEI's `{"error", "error_type"}` (electra.serving.http.error_responses).
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -63,13 +64,17 @@ def _errors(*codes: int) -> dict[int, ResponseSpec]:
     }
 
 
-@post(
-    "/rerank",
+# Every TEI route: a JSON body (read first, one wording for a malformed one), TEI's error shape.
+_tei = functools.partial(
+    post,
     status_code=200,
     before_request=read_json_body,
     tags=TAGS,
     responses=_errors(400, 401, 404, 413, 503),
 )
+
+
+@_tei("/rerank")
 async def rerank(request: Request[Any, Any, Any], server: Server) -> Response[list[Rank]]:
     """Every text scored against the query by a cross-encoder, best first (TEI's /rerank)."""
     data, ignored = await read_body(request, RerankRequest)
@@ -90,13 +95,7 @@ async def rerank(request: Request[Any, Any, Any], server: Server) -> Response[li
     return Response(ranks, headers=_named(ignored))
 
 
-@post(
-    "/predict",
-    status_code=200,
-    before_request=read_json_body,
-    tags=TAGS,
-    responses=_errors(400, 401, 404, 413, 503),
-)
+@_tei("/predict")
 async def predict(
     request: Request[Any, Any, Any], server: Server
 ) -> Response[list[Prediction] | list[list[Prediction]]]:
@@ -118,13 +117,7 @@ async def predict(
     return Response(out[0] if single else out, headers=_named(ignored))
 
 
-@post(
-    "/embed",
-    status_code=200,
-    before_request=read_json_body,
-    tags=TAGS,
-    responses=_errors(400, 401, 404, 413, 503),
-)
+@_tei("/embed")
 async def embed(request: Request[Any, Any, Any], server: Server) -> Response[list[list[float]]]:
     """Each input's sentence vector, pooled from the encoder's last hidden state (TEI's /embed)."""
     data, ignored = await read_body(request, EmbedRequest)
