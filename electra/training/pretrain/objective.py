@@ -435,7 +435,6 @@ def electra_step(
     weights = real.float()
     bce = F.binary_cross_entropy_with_logits(disc_logits, labels.float(), reduction="none")
     disc_loss_sum = (bce * weights).sum()
-    num_tokens = weights.sum()
 
     with torch.no_grad():
         maskable = candidate_mask(input_ids, attention_mask, specials)
@@ -444,20 +443,13 @@ def electra_step(
             identity = identity_masses(
                 gen_logits.detach(), targets, valid, input_ids, maskable, positions, cfg.temperature
             )
-        predicted = (disc_logits > 0) & real
-        actual = labels.bool() & real
         stats = {
             "mlm_loss_sum": mlm_loss_sum.detach(),
             "mlm_correct": mlm_correct,
             "mlm_count": valid.float().sum(),
             "disc_loss_sum": disc_loss_sum.detach(),
-            "disc_correct": ((predicted == actual) & real).float().sum(),
-            "disc_count": num_tokens,
-            "replaced_true_pos": (predicted & actual).float().sum(),
-            "replaced_pred_pos": predicted.float().sum(),
-            "replaced_actual_pos": actual.float().sum(),
+            **_detection_counts(disc_logits, labels, real),
             "sampled_equals_original": ((sampled == targets) & valid).float().sum(),
-            "num_tokens": num_tokens,
         }
     return StepOutput(
         mlm_loss_sum=mlm_loss_sum,
@@ -470,6 +462,22 @@ def electra_step(
         disc_labels=torch.where(maskable, labels.long(), -1),
         identity_masses=identity,
     )
+
+
+def _detection_counts(disc_logits: Tensor, labels: Tensor, real: Tensor) -> dict[str, Tensor]:
+    """The discriminator's counts over the real tokens (logit > 0 read as "replaced"): its accuracy's and
+    the replaced class's precision and recall's."""
+    predicted = (disc_logits > 0) & real
+    actual = labels.bool() & real
+    num_tokens = real.float().sum()
+    return {
+        "disc_correct": ((predicted == actual) & real).float().sum(),
+        "disc_count": num_tokens,
+        "replaced_true_pos": (predicted & actual).float().sum(),
+        "replaced_pred_pos": predicted.float().sum(),
+        "replaced_actual_pos": actual.float().sum(),
+        "num_tokens": num_tokens,
+    }
 
 
 def mlm_step(
