@@ -579,6 +579,43 @@ def check_target(device_type: str, results: list[dict[str, Any]]) -> dict[str, A
     return {**target, "measured": measured, "met": met}
 
 
+def model_record(size: str, model: Any) -> dict[str, Any]:
+    """What the results file says of the model timed."""
+    cfg = model.config
+    return {
+        "size": size,
+        "kind": "classifier",
+        "num_hidden_layers": cfg.num_hidden_layers,
+        "hidden_size": cfg.hidden_size,
+        "embedding_size": cfg.embedding_size,
+        "num_attention_heads": cfg.num_attention_heads,
+        "intermediate_size": cfg.intermediate_size,
+        "vocab_size": cfg.vocab_size,
+        "num_labels": cfg.num_labels,
+        "parameters": model.num_parameters(),
+        "weights": "random: HF-style init plus N(0, 0.05) noise",
+        "opset": OPSET,
+    }
+
+
+def timing_record(args: argparse.Namespace, block_s: float | None) -> dict[str, Any]:
+    """How the calls were timed and what each figure is."""
+    return {
+        "rounds": args.rounds,
+        "budget_minutes": args.budget_minutes,
+        "block_seconds": block_s,
+        "iters": args.iters,
+        "p50_ms": "median over rounds of each round's median per-call latency",
+        "p99_ms": "99th percentile of all calls of all rounds (with few calls: close to the max)",
+        "throughput": "batch_size x calls / time of those calls, per round; median over rounds",
+        "speedup_vs_pytorch_fp32": "pytorch_fp32 p50 / variant p50 in each round; median over rounds",
+        "order": (
+            "cells in turn within a round; variants back to back within a cell, order rotated every "
+            f"round; one untimed call before a block when the cell's call takes < {BLOCK_WARMUP_BELOW_S}s"
+        ),
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     # Imported after torch on purpose: a CUDA build of torch loads the CUDA and cuDNN libraries that
     # onnxruntime-gpu's CUDA provider then finds already in the process.
@@ -645,39 +682,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "numpy": np.__version__,
             "python": platform.python_version(),
         },
-        "model": {
-            "size": args.size,
-            "kind": "classifier",
-            "num_hidden_layers": cfg.num_hidden_layers,
-            "hidden_size": cfg.hidden_size,
-            "embedding_size": cfg.embedding_size,
-            "num_attention_heads": cfg.num_attention_heads,
-            "intermediate_size": cfg.intermediate_size,
-            "vocab_size": cfg.vocab_size,
-            "num_labels": cfg.num_labels,
-            "parameters": model.num_parameters(),
-            "weights": "random: HF-style init plus N(0, 0.05) noise",
-            "opset": OPSET,
-        },
+        "model": model_record(args.size, model),
         "inputs": (
             "random token ids framed by [CLS]/[SEP], token type 0, full attention mask (every row "
             "seq_len long). Note: with padded rows the fused ORT attention reads per-row lengths (and "
             "can skip padding on GPU) while PyTorch's SDPA computes every position; not measured here."
         ),
-        "timing": {
-            "rounds": args.rounds,
-            "budget_minutes": args.budget_minutes,
-            "block_seconds": block_s,
-            "iters": args.iters,
-            "p50_ms": "median over rounds of each round's median per-call latency",
-            "p99_ms": "99th percentile of all calls of all rounds (with few calls: close to the max)",
-            "throughput": "batch_size x calls / time of those calls, per round; median over rounds",
-            "speedup_vs_pytorch_fp32": "pytorch_fp32 p50 / variant p50 in each round; median over rounds",
-            "order": (
-                "cells in turn within a round; variants back to back within a cell, order rotated every "
-                f"round; one untimed call before a block when the cell's call takes < {BLOCK_WARMUP_BELOW_S}s"
-            ),
-        },
+        "timing": timing_record(args, block_s),
         "variants": {
             v.name: {**v.info, "max_abs_logit_diff_vs_pytorch_fp32": v.parity_max_abs_diff} for v in variants
         },

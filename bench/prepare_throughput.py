@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.benchlib import portable_path, result_header
 
@@ -28,38 +29,16 @@ DEFAULT_CORPUS = SHARED / "corpus" / "enwiki-2015-wikiextractor"
 DEFAULT_VOCAB = SHARED / "models" / "bert-uncased-vocab" / "vocab.txt"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", nargs="+", default=[str(DEFAULT_CORPUS)])
-    ap.add_argument("--tokenizer", default=str(DEFAULT_VOCAB))
-    ap.add_argument("--max-seq-len", type=int, default=128)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "prepare_throughput.json")
-    args = ap.parse_args()
-
-    from electra.tokenizer import load_tokenizer
-    from electra.training.data.corpus import CorpusStats, iter_corpus_lines, resolve_sources
+def time_rounds(tok: Any, lines: list[str], paths: list[Path], args: argparse.Namespace) -> tuple[Any, ...]:
+    """Tokens per second of each round's bare encode_batch, encode_batch_fast and whole preparation (in
+    turn within a round); the last preparation's summary, and the bare encoding's token count."""
     from electra.training.data.prepare import PrepareConfig, prepare_dataset
 
-    for p in (*args.corpus, args.tokenizer):
-        if not Path(p).exists() and "*" not in p:
-            print(f"skipped: {p} is absent (the shared data is not on this machine)", file=sys.stderr)
-            return 0
-    paths = resolve_sources(args.corpus)
-    tok = load_tokenizer(args.tokenizer)
-    stats = CorpusStats()
-    t0 = time.perf_counter()
-    lines = list(iter_corpus_lines(paths, stats))
-    read_s = time.perf_counter() - t0
-    print(
-        f"corpus: {len(paths)} files, {stats.bytes_read / 1e6:.1f} MB on disk, "
-        f"{stats.chars / 1e6:.1f} M chars, "
-        f"{len(lines):,} lines (read in {read_s:.1f} s)"
-    )
-
-    bare, bare_fast, prep = [], [], []
+    bare: list[float] = []
+    bare_fast: list[float] = []
+    prep: list[float] = []
     summary = None
+    n_bare = 0
     with tempfile.TemporaryDirectory(prefix="electra-bench-") as tmp:
         for r in range(args.rounds):
             t = time.perf_counter()
@@ -90,6 +69,39 @@ def main() -> int:
                 f"encode_batch_fast {bare_fast[-1]:,.0f} tok/s, prepare {prep[-1]:,.0f} tok/s "
                 f"({summary.seconds:.1f} s), ratio {prep[-1] / bare[-1]:.2f}"
             )
+    return bare, bare_fast, prep, summary, n_bare
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", nargs="+", default=[str(DEFAULT_CORPUS)])
+    ap.add_argument("--tokenizer", default=str(DEFAULT_VOCAB))
+    ap.add_argument("--max-seq-len", type=int, default=128)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "prepare_throughput.json")
+    args = ap.parse_args()
+
+    from electra.tokenizer import load_tokenizer
+    from electra.training.data.corpus import CorpusStats, iter_corpus_lines, resolve_sources
+
+    for p in (*args.corpus, args.tokenizer):
+        if not Path(p).exists() and "*" not in p:
+            print(f"skipped: {p} is absent (the shared data is not on this machine)", file=sys.stderr)
+            return 0
+    paths = resolve_sources(args.corpus)
+    tok = load_tokenizer(args.tokenizer)
+    stats = CorpusStats()
+    t0 = time.perf_counter()
+    lines = list(iter_corpus_lines(paths, stats))
+    read_s = time.perf_counter() - t0
+    print(
+        f"corpus: {len(paths)} files, {stats.bytes_read / 1e6:.1f} MB on disk, "
+        f"{stats.chars / 1e6:.1f} M chars, "
+        f"{len(lines):,} lines (read in {read_s:.1f} s)"
+    )
+
+    bare, bare_fast, prep, summary, n_bare = time_rounds(tok, lines, paths, args)
 
     ratio = statistics.median(prep) / statistics.median(bare)
     result = {
