@@ -196,7 +196,7 @@ def parse_models(spec: str | None, setup: Setup, seed: int) -> list[tuple[str, f
     return found
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "--work", type=Path, required=True, help="the work directory of experiments.equal_compute"
@@ -205,8 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None, help="the pre-training seed (default: the first)")
     ap.add_argument("--tasks", default="sst2", help="a subset of the equal-compute run's tasks")
     ap.add_argument("--name", default="embedding_swap", help="results file name")
-    a = ap.parse_args(argv)
-    started = time.perf_counter()
+    return ap.parse_args(argv)
+
+
+def _checked(a: argparse.Namespace) -> tuple[Setup, int, tuple[str, ...], Path, list[tuple[str, float]]]:
+    """The experiment's setup, the pre-training seed, the tasks, the random arm's directory and the
+    pre-trained points to swap, each checked (SystemExit with what is missing)."""
     try:
         setup = load_setup(a.work)
     except FileNotFoundError as e:
@@ -221,6 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     models = parse_models(a.models, setup, seed)
     if not models:
         raise SystemExit(f"{a.work}: no pre-trained point of seed {seed} yet")
+    return setup, seed, tasks, rand, models
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _arguments(argv)
+    started = time.perf_counter()
+    setup, seed, tasks, rand, models = _checked(a)
     # The whole-encoder rows come from equal_compute's own cache: one evaluation of each, never two.
     arms_cache = Cache(a.work / "evaluations.jsonl")
     cache = Cache(a.work / "embedding_swap.jsonl")

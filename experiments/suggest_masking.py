@@ -87,6 +87,50 @@ def electra(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "electra", *args, "--quiet"], check=True, cwd=ROOT)
 
 
+def pretrain(work: Path, steps: int, generator_size: str) -> float:
+    """The toy language's corpus, vocabulary and data written under `work`, and a tiny ELECTRA pre-trained on
+    them into `work`/run; the pre-training's seconds."""
+    write_corpus(work / "corpus.txt", 4000, seed=1)
+    vocab = write_vocab(work / "vocab.txt")
+    electra(
+        "data",
+        "prepare",
+        "--corpus",
+        str(work / "corpus.txt"),
+        "--tokenizer",
+        str(vocab),
+        "--max-seq-len",
+        "32",
+        "--out",
+        str(work / "data"),
+        "--workers",
+        "1",
+    )
+    t = time.perf_counter()
+    electra(
+        "pretrain",
+        "--data",
+        str(work / "data"),
+        "--out",
+        str(work / "run"),
+        "--size",
+        "tiny",
+        "--generator-size",
+        generator_size,
+        "--steps",
+        str(steps),
+        "--batch-size",
+        "32",
+        "--warmup-steps",
+        str(steps // 10),
+        "--log-every",
+        "100",
+        "--eval-every",
+        str(steps),
+    )
+    return time.perf_counter() - t
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=5000, help="pre-training steps (default: %(default)s)")
@@ -107,45 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     with tempfile.TemporaryDirectory(prefix="suggest-masking-") as tmp:
         work = Path(tmp)
-        write_corpus(work / "corpus.txt", 4000, seed=1)
-        vocab = write_vocab(work / "vocab.txt")
-        electra(
-            "data",
-            "prepare",
-            "--corpus",
-            str(work / "corpus.txt"),
-            "--tokenizer",
-            str(vocab),
-            "--max-seq-len",
-            "32",
-            "--out",
-            str(work / "data"),
-            "--workers",
-            "1",
-        )
-        t = time.perf_counter()
-        electra(
-            "pretrain",
-            "--data",
-            str(work / "data"),
-            "--out",
-            str(work / "run"),
-            "--size",
-            "tiny",
-            "--generator-size",
-            args.generator_size,
-            "--steps",
-            str(args.steps),
-            "--batch-size",
-            "32",
-            "--warmup-steps",
-            str(args.steps // 10),
-            "--log-every",
-            "100",
-            "--eval-every",
-            str(args.steps),
-        )
-        record["pretrain_s"] = time.perf_counter() - t
+        record["pretrain_s"] = pretrain(work, args.steps, args.generator_size)
         run = work / "run"
         record["pretrain_final"] = (run / "metrics.jsonl").read_text().splitlines()[-1]
         bundle = work / "bundle"
