@@ -214,6 +214,22 @@ def random_models(
 # -------------------------------------------------------------------------------------- rounds and ratios
 
 
+# What a results file says of a model's shape (its ElectraConfig's fields of these names).
+SHAPE_FIELDS = (
+    "num_hidden_layers",
+    "hidden_size",
+    "embedding_size",
+    "num_attention_heads",
+    "intermediate_size",
+    "vocab_size",
+)
+
+
+def model_shape(cfg: Any) -> dict[str, int]:
+    """A config's SHAPE_FIELDS, for a results file."""
+    return {name: getattr(cfg, name) for name in SHAPE_FIELDS}
+
+
 def round_order(names: Sequence[str], round_index: int) -> list[str]:
     """The configurations' order in round `round_index`: rotated by one per round, so over len(names)
     rounds each one runs in every position once (none always runs first, just after a rival, or last)."""

@@ -44,7 +44,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from bench.benchlib import ROOT, int_list, random_models, result_header, usable_cores, write_result
+from bench.benchlib import (
+    ROOT,
+    int_list,
+    model_shape,
+    random_models,
+    result_header,
+    usable_cores,
+    write_result,
+)
 from electra.bundle import INPUT_NAMES, read_bundle
 from electra.config import ElectraConfig
 from electra.files import MODEL_ONNX
@@ -585,12 +593,7 @@ def model_record(size: str, model: Any) -> dict[str, Any]:
     return {
         "size": size,
         "kind": "classifier",
-        "num_hidden_layers": cfg.num_hidden_layers,
-        "hidden_size": cfg.hidden_size,
-        "embedding_size": cfg.embedding_size,
-        "num_attention_heads": cfg.num_attention_heads,
-        "intermediate_size": cfg.intermediate_size,
-        "vocab_size": cfg.vocab_size,
+        **model_shape(cfg),
         "num_labels": cfg.num_labels,
         "parameters": model.num_parameters(),
         "weights": "random: HF-style init plus N(0, 0.05) noise",

@@ -90,6 +90,7 @@ import numpy as np
 from bench.benchlib import (
     int_list,
     median_or_none,
+    model_shape,
     portable_path,
     random_models,
     ratio,
@@ -226,12 +227,7 @@ def build_model_dirs(work: Path, size: str, tokenizer: Any) -> tuple[dict[str, P
     info = {
         "size": size,
         "weights": "random (HF-style init)",
-        "num_hidden_layers": cfg.num_hidden_layers,
-        "hidden_size": cfg.hidden_size,
-        "embedding_size": cfg.embedding_size,
-        "num_attention_heads": cfg.num_attention_heads,
-        "intermediate_size": cfg.intermediate_size,
-        "vocab_size": cfg.vocab_size,
+        **model_shape(cfg),
         "labels": list(LABELS.values()),
         "parameters": parameters,
     }
