@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import signal
 import statistics
 import subprocess
@@ -258,3 +259,31 @@ def summarize_ratio(values: Sequence[float | None]) -> dict[str, Any]:
         "max": max(present) if present else None,
         "per_round": list(values),
     }
+
+
+# --- the demo's JSON log (electra --log-format json) ------------------------------------------------------
+
+
+def log_records(log: str) -> list[dict[str, Any]]:
+    """The JSON log lines of a run's stderr (anything else a library printed is left out)."""
+    records = []
+    for line in log.splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and "message" in record and "time" in record:
+            records.append(record)
+    return records
+
+
+def stage_seconds(records: list[dict[str, Any]], first: int, last: int) -> float | None:
+    """Seconds from the demo's "[first/7]" stage line to its "[last/7]" one (None when one is missing)."""
+    times: dict[int, datetime] = {}
+    for record in records:
+        found = re.match(r"\[(\d+)/\d+\]", str(record["message"]))
+        if found:
+            times[int(found.group(1))] = datetime.fromisoformat(record["time"])
+    if first not in times or last not in times:
+        return None
+    return (times[last] - times[first]).total_seconds()

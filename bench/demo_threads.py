@@ -25,11 +25,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.benchlib import ratio, result_header, round_order, summarize_ratio, write_result
+from bench.benchlib import (
+    log_records,
+    ratio,
+    result_header,
+    round_order,
+    stage_seconds,
+    summarize_ratio,
+    write_result,
+)
 
 CONFIGS = ("torch_default", "electra_choice")
 THREADS_ENV = "OMP_NUM_THREADS"
@@ -52,31 +59,6 @@ def torch_default_threads() -> int:
 def demo_command(work: Path, steps: int) -> list[str]:
     electra = [sys.executable, "-m", "electra", "--log-format", "json"]
     return [*electra, "demo", "--no-serve", "--quiet", "--workdir", str(work), "--steps", str(steps)]
-
-
-def log_records(log: str) -> list[dict[str, Any]]:
-    """The JSON log lines of a run's stderr (anything else a library printed is left out)."""
-    records = []
-    for line in log.splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and "message" in record and "time" in record:
-            records.append(record)
-    return records
-
-
-def stage_seconds(records: list[dict[str, Any]], first: int, last: int) -> float | None:
-    """Seconds from the demo's "[first/7]" stage line to its "[last/7]" one."""
-    times: dict[int, datetime] = {}
-    for record in records:
-        found = re.match(r"\[(\d+)/\d+\]", str(record["message"]))
-        if found:
-            times[int(found.group(1))] = datetime.fromisoformat(record["time"])
-    if first not in times or last not in times:
-        return None
-    return (times[last] - times[first]).total_seconds()
 
 
 def threads_line(records: list[dict[str, Any]]) -> tuple[str | None, int | None]:
