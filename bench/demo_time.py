@@ -5,9 +5,10 @@ user's first run does after the install (every stage built: corpus, tokenizer, d
 example; serving is left out, as it waits for Ctrl-C). Reported per round: the whole command's seconds
 (interpreter start and imports included), each stage's seconds from the demo's own log lines (from a stage's
 `[k/7]` line to the next one, the last to its "built in" line), the threads pre-training took, what
-pre-training reached (the demo's accuracy line) and the swapped-word check (`example.json`), with the load
-average around the run; with several rounds, the median of each time. Nothing here makes or stops other load:
-the file records the load average, which says what the machine was doing.
+pre-training reached (the demo's accuracy line) and the swapped-word check (`example.json`, and the lines
+the demo printed about it), with the load average around the run; with several rounds, the median of each
+time. Nothing here makes or stops other load: the file records the load average, which says what the machine
+was doing.
 
     python -m bench.demo_time                      # writes bench/results/demo_time_cpu.json
     python -m bench.demo_time --steps 5 --corpus-mb 1 --out /tmp/demo_time.json   # a quick look
@@ -84,6 +85,20 @@ def trained(records: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def check_report(records: list[dict[str, Any]]) -> list[str]:
+    """What the demo printed about its swapped-word check: its lines from the last stage's to "built in"."""
+    lines: list[str] = []
+    for record in records:
+        message = str(record["message"])
+        if message.startswith(f"[{STAGES}/"):
+            lines = []
+        elif message.startswith("built in "):
+            break
+        elif record.get("logger") == "electra.demo":
+            lines.append(message)
+    return lines
+
+
 def one_round(steps: int | None, corpus_mb: int | None) -> dict[str, Any]:
     """One fresh demo build, timed (SystemExit with its log's end when it fails)."""
     with tempfile.TemporaryDirectory(prefix="demo-time-") as tmp:
@@ -104,6 +119,7 @@ def one_round(steps: int | None, corpus_mb: int | None) -> dict[str, Any]:
         "stages_s": stages,
         "pretraining": trained(records),
         "example": {key: example.get(key) for key in EXAMPLE_KEYS},
+        "check_report": check_report(records),
         "load_average_start": load_start,
         "load_average_end": list(os.getloadavg()),
     }

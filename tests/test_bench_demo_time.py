@@ -35,6 +35,7 @@ def test_each_stage_runs_from_its_line_to_the_next_and_the_last_to_built_in() ->
             ),
             ("2026-11-27T10:03:10.000+00:00", "[5/7] fused ONNX bundle"),
             ("2026-11-27T10:03:14.000+00:00", "[6/7] an example"),
+            ("2026-11-27T10:03:15.000+00:00", "swapped one word in 368 sentences: it flags 200"),
             ("2026-11-27T10:03:15.250+00:00", "built in 195 s"),
         )
     )
@@ -46,6 +47,7 @@ def test_each_stage_runs_from_its_line_to_the_next_and_the_last_to_built_in() ->
         "fused ONNX bundle": 4.0,
         "an example": 1.25,
     }
+    assert dtm.check_report(records) == ["swapped one word in 368 sentences: it flags 200"]
     assert dtm.trained(records) == {
         "threads": 2,
         "threads_line": "pre-training on 2 CPU threads: 2.0 of 2 cores free",
@@ -81,5 +83,8 @@ def test_a_fresh_build_is_timed_end_to_end(tmp_path: Path) -> None:
     assert sum(run["stages_s"].values()) <= run["total_s"]
     assert run["pretraining"]["steps"] == 3 and run["pretraining"]["threads"] >= 1
     assert run["example"]["checked"] > 0 and run["example"]["text"]
+    report = run["check_report"]
+    assert report[0].startswith(f"swapped one word in {run['example']['checked']} docstring-like sentences")
+    assert report[1] == f'example: "{run["example"]["text"]}"'
     assert record["median"]["total_s"] == run["total_s"]
     assert record["command"][:4] == ["-m", "electra", "--log-format", "json"]
