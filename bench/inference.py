@@ -619,6 +619,16 @@ def timing_record(args: argparse.Namespace, block_s: float | None) -> dict[str, 
     }
 
 
+def versions(ort: Any) -> dict[str, str]:
+    """The libraries the timed calls ran on."""
+    return {
+        "torch": torch.__version__,
+        "onnxruntime": ort.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     # Imported after torch on purpose: a CUDA build of torch loads the CUDA and cuDNN libraries that
     # onnxruntime-gpu's CUDA provider then finds already in the process.
@@ -679,12 +689,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "ort_intra_op_num_threads": threads,
             "ort_inter_op_num_threads": 1,
         },
-        "versions": {
-            "torch": torch.__version__,
-            "onnxruntime": ort.__version__,
-            "numpy": np.__version__,
-            "python": platform.python_version(),
-        },
+        "versions": versions(ort),
         "model": model_record(args.size, model),
         "inputs": (
             "random token ids framed by [CLS]/[SEP], token type 0, full attention mask (every row "
